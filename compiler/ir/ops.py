@@ -1,0 +1,533 @@
+"""The op catalogue: every tile-IR op with its type rule.
+
+A rule takes the operand types, the attributes and the regions and returns the result types,
+raising `IRError` when the op is malformed. The builder, the parser and the verifier all type
+ops through this one table, so an op's contract is written once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .core import Block, IRError
+from .types import PointerType, ScalarType, TileType, Type, elem_of, int1, int32, shape_of, with_elem, with_shape
+
+Rule = Callable[[Sequence[Type], dict[str, Any], Sequence[Block]], list[Type]]
+
+
+@dataclass(frozen=True)
+class OpDef:
+    name: str
+    rule: Rule
+    attrs: tuple[str, ...] = ()
+    num_regions: int = 0
+    terminator: bool = False
+    side_effects: bool = False
+
+
+OPS: dict[str, OpDef] = {}
+
+
+def _define(name: str, rule: Rule, attrs: tuple[str, ...] = (), **kw: Any) -> None:
+    OPS[name] = OpDef(name, rule, attrs, **kw)
+
+
+def _arity(types: Sequence[Type], n: int, name: str) -> None:
+    if len(types) != n:
+        raise IRError(f"'{name}' takes {n} operands, got {len(types)}")
+
+
+def _same(types: Sequence[Type], name: str) -> Type:
+    first = types[0]
+    for t in types[1:]:
+        if t != first:
+            raise IRError(f"'{name}' needs operands of one type, got {', '.join(map(str, types))}")
+    return first
+
+
+def _scalar_of(t: Type, name: str) -> ScalarType:
+    e = elem_of(t)
+    if not isinstance(e, ScalarType):
+        raise IRError(f"'{name}' needs scalar elements, got {t}")
+    return e
+
+
+def _float(t: Type, name: str) -> Type:
+    if not _scalar_of(t, name).is_floating():
+        raise IRError(f"'{name}' needs a floating-point operand, got {t}")
+    return t
+
+
+def _int(t: Type, name: str) -> Type:
+    if not _scalar_of(t, name).is_int():
+        raise IRError(f"'{name}' needs an integer operand, got {t}")
+    return t
+
+
+def _shape_attr(attrs: dict[str, Any], key: str = "shape") -> tuple[int, ...]:
+    shape = attrs.get(key)
+    if not isinstance(shape, (list, tuple)) or not all(isinstance(d, int) and d > 0 for d in shape):
+        raise IRError(f"attribute '{key}' must be a list of positive integers, got {shape!r}")
+    return tuple(shape)
+
+
+def _type_attr(attrs: dict[str, Any], key: str) -> Type:
+    t = attrs.get(key)
+    if not isinstance(t, (ScalarType, PointerType, TileType)):
+        raise IRError(f"attribute '{key}' must be a type, got {t!r}")
+    return t
+
+
+def _axis(attrs: dict[str, Any], rank: int, name: str) -> int:
+    axis = attrs.get("axis")
+    if not isinstance(axis, int) or not 0 <= axis < max(rank, 1):
+        raise IRError(f"'{name}' axis {axis!r} is out of range for rank {rank}")
+    return axis
+
+
+def _yield_types(block: Block, name: str) -> list[Type]:
+    term = block.terminator
+    if term is None or term.name not in ("yield", "condition"):
+        raise IRError(f"a region of '{name}' must end with 'yield'")
+    values = term.operands[1:] if term.name == "condition" else term.operands
+    return [v.type for v in values]
+
+
+# ---- constants, indices ---------------------------------------------------------------------
+
+
+def _constant(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
+    _arity(t, 0, "constant")
+    ty = _type_attr(a, "type")
+    if not isinstance(a.get("value"), (bool, int, float)):
+        raise IRError(f"'constant' value must be a bool, int or float, got {a.get('value')!r}")
+    return [ty]
+
+
+def _grid_index(name: str) -> Rule:
+    def rule(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
+        _arity(t, 0, name)
+        if a.get("axis") not in (0, 1, 2):
+            raise IRError(f"'{name}' axis must be 0, 1 or 2, got {a.get('axis')!r}")
+        return [int32]
+
+    return rule
+
+
+def _arange(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
+    _arity(t, 0, "arange")
+    start, end = a.get("start"), a.get("end")
+    if not isinstance(start, int) or not isinstance(end, int) or end <= start:
+        raise IRError(f"'arange' needs integer start < end, got {start!r}, {end!r}")
+    return [TileType((end - start,), int32)]
+
+
+_define("constant", _constant, ("value", "type"))
+_define("program_id", _grid_index("program_id"), ("axis",))
+_define("num_programs", _grid_index("num_programs"), ("axis",))
+_define("arange", _arange, ("start", "end"))
+
+# ---- shape ops ------------------------------------------------------------------------------
+
+
+def _splat(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
+    _arity(t, 1, "splat")
+    if isinstance(t[0], TileType):
+        raise IRError(f"'splat' takes a scalar, got {t[0]}")
+    return [TileType(_shape_attr(a), t[0])]
+
+
+def _broadcast(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
+    _arity(t, 1, "broadcast")
+    src, shape = shape_of(t[0]), _shape_attr(a)
+    if len(src) != len(shape) or any(s != d and s != 1 for s, d in zip(src, shape)):
+        raise IRError(f"'broadcast' cannot broadcast shape {list(src)} to {list(shape)}")
+    return [with_shape(elem_of(t[0]), shape)]
+
+
+def _expand_dims(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
+    _arity(t, 1, "expand_dims")
+    shape = list(shape_of(t[0]))
+    axis = _axis(a, len(shape) + 1, "expand_dims")
+    shape.insert(axis, 1)
+    return [TileType(tuple(shape), elem_of(t[0]))]
+
+
+def _reshape(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
+    _arity(t, 1, "reshape")
+    shape = _shape_attr(a)
+    new = TileType(shape, elem_of(t[0]))
+    old = t[0].numel if isinstance(t[0], TileType) else 1
+    if new.numel != old:
+        raise IRError(f"'reshape' cannot turn {old} elements into shape {list(shape)} ({new.numel})")
+    return [new]
+
+
+def _trans(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
+    _arity(t, 1, "trans")
+    shape = shape_of(t[0])
+    perm = a.get("perm")
+    if not isinstance(perm, (list, tuple)) or sorted(perm) != list(range(len(shape))) or not shape:
+        raise IRError(f"'trans' perm {perm!r} is not a permutation of the {len(shape)} dims of {t[0]}")
+    return [TileType(tuple(shape[p] for p in perm), elem_of(t[0]))]
+
+
+def _cat(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
+    _arity(t, 2, "cat")
+    x = _same(t, "cat")
+    if not isinstance(x, TileType):
+        raise IRError("'cat' takes tiles")
+    return [TileType((x.shape[0] * 2,) + x.shape[1:], x.element_ty)]
+
+
+def _join(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
+    _arity(t, 2, "join")
+    x = _same(t, "join")
+    return [TileType(shape_of(x) + (2,), elem_of(x))]
+
+
+def _split(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
+    _arity(t, 1, "split")
+    shape = shape_of(t[0])
+    if not shape or shape[-1] != 2:
+        raise IRError(f"'split' needs a last dimension of size 2, got {t[0]}")
+    out = with_shape(elem_of(t[0]), shape[:-1])
+    return [out, out]
+
+
+_define("splat", _splat, ("shape",))
+_define("broadcast", _broadcast, ("shape",))
+_define("expand_dims", _expand_dims, ("axis",))
+_define("reshape", _reshape, ("shape", "can_reorder"))
+_define("trans", _trans, ("perm",))
+_define("cat", _cat)
+_define("join", _join)
+_define("split", _split)
+
+# ---- elementwise ----------------------------------------------------------------------------
+
+FLOAT_UNARY = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "erf", "floor", "ceil")
+ANY_UNARY = ("neg", "abs")
+ARITH_BINARY = ("add", "sub", "mul", "rem", "maximum", "minimum")
+FLOAT_BINARY = ("div", "div_rn", "fdiv", "pow")
+INT_BINARY = ("floordiv", "and", "or", "xor", "shl", "shr", "umulhi")
+CMP_PREDICATES = ("eq", "ne", "lt", "le", "gt", "ge")
+
+
+def _unary(kind: str, name: str) -> Rule:
+    def rule(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
+        _arity(t, 1, name)
+        if kind == "float":
+            return [_float(t[0], name)]
+        if kind == "int":
+            return [_int(t[0], name)]
+        _scalar_of(t[0], name)
+        return [t[0]]
+
+    return rule
+
+
+def _binary(kind: str, name: str) -> Rule:
+    def rule(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
+        _arity(t, 2, name)
+        ty = _same(t, name)
+        if kind == "float":
+            return [_float(ty, name)]
+        if kind == "int":
+            return [_int(ty, name)]
+        _scalar_of(ty, name)
+        return [ty]
+
+    return rule
+
+
+def _not(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
+    _arity(t, 1, "not")
+    return [_int(t[0], "not")]
+
+
+def _cmp(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
+    _arity(t, 2, "cmp")
+    ty = _same(t, "cmp")
+    if a.get("pred") not in CMP_PREDICATES:
+        raise IRError(f"'cmp' predicate must be one of {', '.join(CMP_PREDICATES)}, got {a.get('pred')!r}")
+    return [with_elem(ty, int1)]
+
+
+def _select(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
+    _arity(t, 3, "select")
+    if elem_of(t[0]) != int1 or shape_of(t[0]) != shape_of(t[1]):
+        raise IRError(f"'select' condition must be int1 of the values' shape, got {t[0]} for {t[1]}")
+    return [_same(t[1:], "select")]
+
+
+def _fma(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
+    _arity(t, 3, "fma")
+    return [_float(_same(t, "fma"), "fma")]
+
+
+def _cast(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
+    _arity(t, 1, "cast")
+    to = _type_attr(a, "to")
+    if isinstance(to, TileType):
+        raise IRError("'cast' target must be an element type")
+    return [with_elem(t[0], to)]
+
+
+def _bitcast(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
+    out = _cast(t, a, r)
+    if elem_of(t[0]).primitive_bitwidth != elem_of(out[0]).primitive_bitwidth:
+        raise IRError(f"'bitcast' needs equal bit widths, got {elem_of(t[0])} and {elem_of(out[0])}")
+    return out
+
+
+for _n in FLOAT_UNARY:
+    _define(_n, _unary("float", _n))
+for _n in ANY_UNARY:
+    _define(_n, _unary("any", _n))
+for _n in ARITH_BINARY:
+    _define(_n, _binary("any", _n), ("propagate_nan",) if _n in ("maximum", "minimum") else ())
+for _n in FLOAT_BINARY:
+    _define(_n, _binary("float", _n), ("ieee_rounding",) if _n == "fdiv" else ())
+for _n in INT_BINARY:
+    _define(_n, _binary("int", _n))
+_define("not", _not)
+_define("cmp", _cmp, ("pred",))
+_define("select", _select)
+_define("fma", _fma)
+_define("cast", _cast, ("to", "rounding"))
+_define("bitcast", _bitcast, ("to",))
+
+# ---- memory ---------------------------------------------------------------------------------
+
+
+def _pointee(t: Type, name: str) -> Type:
+    e = elem_of(t)
+    if not isinstance(e, PointerType):
+        raise IRError(f"'{name}' needs pointer operands, got {t}")
+    return with_elem(t, e.element_ty)
+
+
+def _mask(ptr: Type, mask: Type, name: str) -> None:
+    if elem_of(mask) != int1 or shape_of(mask) != shape_of(ptr):
+        raise IRError(f"'{name}' mask must be int1 of the pointers' shape {list(shape_of(ptr))}, got {mask}")
+
+
+def _addptr(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
+    _arity(t, 2, "addptr")
+    _pointee(t[0], "addptr")
+    if shape_of(t[0]) != shape_of(t[1]) or not _scalar_of(t[1], "addptr").is_int():
+        raise IRError(f"'addptr' needs integer offsets of the pointers' shape, got {t[0]} + {t[1]}")
+    return [t[0]]
+
+
+def _load(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
+    if not 1 <= len(t) <= 3:
+        raise IRError(f"'load' takes a pointer, an optional mask and an optional other, got {len(t)} operands")
+    out = _pointee(t[0], "load")
+    if len(t) >= 2:
+        _mask(t[0], t[1], "load")
+    if len(t) == 3 and t[2] != out:
+        raise IRError(f"'load' other must be {out}, got {t[2]}")
+    return [out]
+
+
+def _store(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
+    if len(t) not in (2, 3):
+        raise IRError(f"'store' takes a pointer, a value and an optional mask, got {len(t)} operands")
+    if _pointee(t[0], "store") != t[1]:
+        raise IRError(f"'store' value must be {_pointee(t[0], 'store')}, got {t[1]}")
+    if len(t) == 3:
+        _mask(t[0], t[2], "store")
+    return []
+
+
+ATOMIC_KINDS = ("add", "fadd", "max", "min", "umax", "umin", "and", "or", "xor", "xchg")
+MEM_SEMANTICS = ("relaxed", "acquire", "release", "acq_rel")
+MEM_SCOPES = ("cta", "gpu", "sys")
+
+
+def _atomic_attrs(a: dict[str, Any], name: str) -> None:
+    if a.get("sem") not in MEM_SEMANTICS or a.get("scope") not in MEM_SCOPES:
+        raise IRError(f"'{name}' needs sem in {MEM_SEMANTICS} and scope in {MEM_SCOPES}, got {a}")
+
+
+def _atomic_rmw(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
+    if len(t) not in (2, 3):
+        raise IRError(f"'atomic_rmw' takes a pointer, a value and an optional mask, got {len(t)} operands")
+    if a.get("kind") not in ATOMIC_KINDS:
+        raise IRError(f"'atomic_rmw' kind must be one of {ATOMIC_KINDS}, got {a.get('kind')!r}")
+    _atomic_attrs(a, "atomic_rmw")
+    if _pointee(t[0], "atomic_rmw") != t[1]:
+        raise IRError(f"'atomic_rmw' value must be {_pointee(t[0], 'atomic_rmw')}, got {t[1]}")
+    if len(t) == 3:
+        _mask(t[0], t[2], "atomic_rmw")
+    return [t[1]]
+
+
+def _atomic_cas(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
+    _arity(t, 3, "atomic_cas")
+    _atomic_attrs(a, "atomic_cas")
+    out = _pointee(t[0], "atomic_cas")
+    if t[1] != out or t[2] != out:
+        raise IRError(f"'atomic_cas' compare and value must be {out}, got {t[1]}, {t[2]}")
+    return [out]
+
+
+_define("addptr", _addptr)
+_define("load", _load, ("cache", "evict", "volatile"), side_effects=False)
+_define("store", _store, ("cache", "evict"), side_effects=True)
+_define("atomic_rmw", _atomic_rmw, ("kind", "sem", "scope"), side_effects=True)
+_define("atomic_cas", _atomic_cas, ("sem", "scope"), side_effects=True)
+
+# ---- dot, reductions, scans -----------------------------------------------------------------
+
+
+def _dot(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
+    _arity(t, 3, "dot")
+    sa, sb, sc = shape_of(t[0]), shape_of(t[1]), shape_of(t[2])
+    if len(sa) not in (2, 3) or len(sa) != len(sb) or len(sa) != len(sc):
+        raise IRError(f"'dot' needs 2-D (or batched 3-D) tiles, got {t[0]}, {t[1]}, {t[2]}")
+    if sa[-1] != sb[-2] or sc[-2:] != (sa[-2], sb[-1]) or sa[:-2] != sb[:-2] or sa[:-2] != sc[:-2]:
+        raise IRError(f"'dot' shapes do not agree: {list(sa)} @ {list(sb)} -> {list(sc)}")
+    if elem_of(t[0]) != elem_of(t[1]):
+        raise IRError(f"'dot' operands must share a dtype, got {elem_of(t[0])} and {elem_of(t[1])}")
+    return [t[2]]
+
+
+def _combine(name: str, t: Sequence[Type], a: dict[str, Any], r: Sequence[Block], reduce: bool) -> list[Type]:
+    if not t or len(r) != 1:
+        raise IRError(f"'{name}' takes at least one operand and one combine region")
+    shape = shape_of(t[0])
+    if any(shape_of(x) != shape for x in t) or not shape:
+        raise IRError(f"'{name}' operands must be tiles of one shape, got {', '.join(map(str, t))}")
+    axis = _axis(a, len(shape), name)
+    scalars = [elem_of(x) for x in t]
+    if [v.type for v in r[0].args] != scalars + scalars:
+        raise IRError(f"'{name}' combine region must take ({', '.join(map(str, scalars * 2))})")
+    if _yield_types(r[0], name) != scalars:
+        raise IRError(f"'{name}' combine region must yield ({', '.join(map(str, scalars))})")
+    if not reduce:
+        return list(t)
+    out_shape = shape[:axis] + shape[axis + 1 :]
+    return [with_shape(s, out_shape) for s in scalars]
+
+
+_define("dot", _dot, ("input_precision", "max_num_imprecise_acc"))
+_define("reduce", lambda t, a, r: _combine("reduce", t, a, r, True), ("axis",), num_regions=1)
+_define("scan", lambda t, a, r: _combine("scan", t, a, r, False), ("axis", "reverse"), num_regions=1)
+
+# ---- control flow ---------------------------------------------------------------------------
+
+
+def _for(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
+    if len(t) < 3 or len(r) != 1:
+        raise IRError("'for' takes lower bound, upper bound, step, the initial carried values and one region")
+    bound = t[0]
+    if isinstance(bound, TileType) or not _scalar_of(bound, "for").is_int() or t[1] != bound or t[2] != bound:
+        raise IRError(f"'for' bounds and step must be integer scalars of one type, got {', '.join(map(str, t[:3]))}")
+    carried = list(t[3:])
+    if [v.type for v in r[0].args] != [bound] + carried:
+        raise IRError("'for' region arguments must be the induction variable and the carried values")
+    if _yield_types(r[0], "for") != carried:
+        raise IRError(f"'for' body must yield the carried types ({', '.join(map(str, carried))})")
+    return carried
+
+
+def _if(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
+    if len(t) != 1 or t[0] != int1 or len(r) != 2:
+        raise IRError("'if' takes one int1 scalar condition and two regions (then, else)")
+    then, other = _yield_types(r[0], "if"), _yield_types(r[1], "if")
+    if then != other:
+        raise IRError(f"'if' branches yield different types: ({', '.join(map(str, then))}) vs ({', '.join(map(str, other))})")
+    return then
+
+
+def _while(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
+    if len(r) != 2:
+        raise IRError("'while' takes two regions (before, after)")
+    before, after = r
+    if [v.type for v in before.args] != list(t):
+        raise IRError("'while' before-region arguments must match the initial values")
+    cond = before.terminator
+    if cond is None or cond.name != "condition":
+        raise IRError("'while' before-region must end with 'condition'")
+    results = [v.type for v in cond.operands[1:]]
+    if [v.type for v in after.args] != results:
+        raise IRError("'while' after-region arguments must match the values passed by 'condition'")
+    if _yield_types(after, "while") != list(t):
+        raise IRError("'while' after-region must yield the initial values' types")
+    return results
+
+
+def _condition(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
+    if not t or t[0] != int1:
+        raise IRError("'condition' takes an int1 scalar and the values to pass on")
+    return []
+
+
+def _call(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
+    if not isinstance(a.get("callee"), str):
+        raise IRError("'call' needs a 'callee' name")
+    results = a.get("results", [])
+    if not isinstance(results, list):
+        raise IRError("'call' attribute 'results' must list the result types")
+    return list(results)
+
+
+_define("for", _for, ("num_stages", "loop_unroll_factor"), num_regions=1)
+_define("if", _if, num_regions=2)
+_define("while", _while, num_regions=2)
+_define("yield", lambda t, a, r: [], terminator=True)
+_define("condition", _condition, terminator=True)
+_define("return", lambda t, a, r: [], terminator=True)
+_define("call", _call, ("callee", "results"), side_effects=True)
+
+# ---- hints and debugging --------------------------------------------------------------------
+
+
+def _hint(name: str) -> Rule:
+    def rule(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
+        _arity(t, 1, name)
+        _int(t[0], name)
+        values = a.get("values")
+        rank = max(len(shape_of(t[0])), 1)
+        if not isinstance(values, list) or len(values) != rank or not all(isinstance(v, int) and v > 0 for v in values):
+            raise IRError(f"'{name}' needs {rank} positive integers, got {values!r}")
+        return [t[0]]
+
+    return rule
+
+
+def _assume(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
+    _arity(t, 1, "assume")
+    if elem_of(t[0]) != int1:
+        raise IRError(f"'assume' takes an int1 condition, got {t[0]}")
+    return []
+
+
+def _device_assert(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
+    _arity(t, 1, "device_assert")
+    if elem_of(t[0]) != int1:
+        raise IRError(f"'device_assert' takes an int1 condition, got {t[0]}")
+    return []
+
+
+for _n in ("multiple_of", "max_contiguous", "max_constancy"):
+    _define(_n, _hint(_n), ("values",))
+_define("assume", _assume, side_effects=True)
+_define("device_print", lambda t, a, r: [], ("prefix", "hex"), side_effects=True)
+_define("device_assert", _device_assert, ("msg",), side_effects=True)
+_define("barrier", lambda t, a, r: [], side_effects=True)
+
+
+def infer(name: str, operand_types: Sequence[Type], attrs: dict[str, Any], regions: Sequence[Block] = ()) -> list[Type]:
+    """The result types of op `name`, or `IRError` saying why the op is malformed."""
+    opdef = OPS.get(name)
+    if opdef is None:
+        raise IRError(f"unknown op '{name}'")
+    if len(regions) != opdef.num_regions and name not in ("if", "while"):
+        raise IRError(f"'{name}' takes {opdef.num_regions} regions, got {len(regions)}")
+    return opdef.rule(operand_types, attrs, regions)

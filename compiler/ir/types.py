@@ -1,0 +1,253 @@
+"""Types of the tile IR: scalars, pointers and tiles (a shape over a scalar or pointer).
+
+The same objects are the language's dtypes (`tl.float32` is `ScalarType("fp32")`), so there
+is one definition of every type in the project.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+# name -> (kind, bits, signed); kind is "int", "float" or "bool" ("int1" is a bool-like int).
+_SCALARS: dict[str, tuple[str, int, bool]] = {
+    "int1": ("int", 1, True),
+    "int8": ("int", 8, True),
+    "int16": ("int", 16, True),
+    "int32": ("int", 32, True),
+    "int64": ("int", 64, True),
+    "uint8": ("int", 8, False),
+    "uint16": ("int", 16, False),
+    "uint32": ("int", 32, False),
+    "uint64": ("int", 64, False),
+    "fp16": ("float", 16, True),
+    "bf16": ("float", 16, True),
+    "fp32": ("float", 32, True),
+    "fp64": ("float", 64, True),
+}
+
+SCALAR_NAMES: tuple[str, ...] = tuple(_SCALARS)
+
+
+@dataclass(frozen=True)
+class ScalarType:
+    """A scalar element type, named as in Triton (`fp32`, `int32`, `uint8`, `bf16`, `int1`)."""
+
+    name: str
+
+    def __post_init__(self) -> None:
+        if self.name not in _SCALARS:
+            raise ValueError(f"unknown scalar type {self.name!r}; known: {', '.join(SCALAR_NAMES)}")
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return self.name
+
+    @property
+    def primitive_bitwidth(self) -> int:
+        return _SCALARS[self.name][1]
+
+    @property
+    def itemsize(self) -> int:
+        return max(1, self.primitive_bitwidth // 8)
+
+    @property
+    def scalar(self) -> ScalarType:
+        return self
+
+    def is_floating(self) -> bool:
+        return _SCALARS[self.name][0] == "float"
+
+    def is_int(self) -> bool:
+        return _SCALARS[self.name][0] == "int"
+
+    def is_bool(self) -> bool:
+        return self.name == "int1"
+
+    def is_int_signed(self) -> bool:
+        return self.is_int() and _SCALARS[self.name][2]
+
+    def is_int_unsigned(self) -> bool:
+        return self.is_int() and not _SCALARS[self.name][2]
+
+    def is_ptr(self) -> bool:
+        return False
+
+    def is_fp16(self) -> bool:
+        return self.name == "fp16"
+
+    def is_bf16(self) -> bool:
+        return self.name == "bf16"
+
+    def is_fp32(self) -> bool:
+        return self.name == "fp32"
+
+    def is_fp64(self) -> bool:
+        return self.name == "fp64"
+
+    def is_block(self) -> bool:
+        return False
+
+    @property
+    def int_bitwidth(self) -> int:
+        return self.primitive_bitwidth
+
+    def with_signedness(self, signed: bool) -> ScalarType:
+        if not self.is_int() or self.is_bool():
+            return self
+        return ScalarType(("int" if signed else "uint") + str(self.primitive_bitwidth))
+
+
+@dataclass(frozen=True)
+class PointerType:
+    """A pointer to global memory (`address_space` 1) holding `element_ty` values."""
+
+    element_ty: ElemType
+    address_space: int = 1
+
+    def __str__(self) -> str:
+        return f"ptr<{self.element_ty}>" if self.address_space == 1 else f"ptr<{self.element_ty}, {self.address_space}>"
+
+    __repr__ = __str__
+
+    @property
+    def name(self) -> str:
+        return str(self)
+
+    @property
+    def scalar(self) -> PointerType:
+        return self
+
+    @property
+    def primitive_bitwidth(self) -> int:
+        return 64
+
+    @property
+    def itemsize(self) -> int:
+        return 8
+
+    def is_floating(self) -> bool:
+        return False
+
+    def is_int(self) -> bool:
+        return False
+
+    def is_bool(self) -> bool:
+        return False
+
+    def is_int_signed(self) -> bool:
+        return False
+
+    def is_int_unsigned(self) -> bool:
+        return False
+
+    def is_ptr(self) -> bool:
+        return True
+
+    def is_block(self) -> bool:
+        return False
+
+
+ElemType = Union[ScalarType, PointerType]
+
+
+@dataclass(frozen=True)
+class TileType:
+    """A tile: a static `shape` (at least one dimension) of `element_ty` values."""
+
+    shape: tuple[int, ...]
+    element_ty: ElemType
+
+    def __post_init__(self) -> None:
+        if not self.shape or any(not isinstance(d, int) or d <= 0 for d in self.shape):
+            raise ValueError(f"tile shape must be non-empty positive integers, got {self.shape}")
+
+    def __str__(self) -> str:
+        return "tile<" + "x".join(str(d) for d in self.shape) + f"x{self.element_ty}>"
+
+    __repr__ = __str__
+
+    @property
+    def scalar(self) -> ElemType:
+        return self.element_ty
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    def is_block(self) -> bool:
+        return True
+
+    def is_ptr(self) -> bool:
+        return False
+
+
+Type = Union[ScalarType, PointerType, TileType]
+
+
+def shape_of(ty: Type) -> tuple[int, ...]:
+    """The tile shape of `ty`, `()` for a scalar or pointer."""
+    return ty.shape if isinstance(ty, TileType) else ()
+
+
+def elem_of(ty: Type) -> ElemType:
+    return ty.element_ty if isinstance(ty, TileType) else ty
+
+
+def with_shape(elem: ElemType, shape: tuple[int, ...]) -> Type:
+    """`elem` itself for shape `()`, else a tile of `elem`."""
+    return TileType(tuple(shape), elem) if shape else elem
+
+
+def with_elem(ty: Type, elem: ElemType) -> Type:
+    return with_shape(elem, shape_of(ty))
+
+
+int1 = ScalarType("int1")
+int8 = ScalarType("int8")
+int16 = ScalarType("int16")
+int32 = ScalarType("int32")
+int64 = ScalarType("int64")
+uint8 = ScalarType("uint8")
+uint16 = ScalarType("uint16")
+uint32 = ScalarType("uint32")
+uint64 = ScalarType("uint64")
+float16 = ScalarType("fp16")
+bfloat16 = ScalarType("bf16")
+float32 = ScalarType("fp32")
+float64 = ScalarType("fp64")
+
+
+def parse_type(text: str) -> Type:
+    """Parse the printed form of a type: `fp32`, `ptr<fp16>`, `tile<64x32xptr<fp32>>`."""
+    text = text.strip()
+    if text.startswith("tile<") and text.endswith(">"):
+        body = text[5:-1]
+        dims: list[int] = []
+        while True:
+            head, sep, rest = body.partition("x")
+            if not sep or not head.isdigit():
+                break
+            dims.append(int(head))
+            body = rest
+        return TileType(tuple(dims), _parse_elem(body))
+    return _parse_elem(text)
+
+
+def _parse_elem(text: str) -> ElemType:
+    if text.startswith("ptr<") and text.endswith(">"):
+        inner = text[4:-1]
+        space = 1
+        head, sep, tail = inner.rpartition(",")
+        if sep and tail.strip().isdigit() and head.count("<") == head.count(">"):
+            inner, space = head, int(tail)
+        elem = parse_type(inner)
+        if isinstance(elem, TileType):
+            raise ValueError(f"a pointer cannot point to a tile: {text!r}")
+        return PointerType(elem, space)
+    return ScalarType(text)
