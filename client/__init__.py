@@ -1,0 +1,23 @@
+"""Despina: a Triton-style tile language for Python GPU kernels, delivered as a compilation service.
+
+    import despina
+    import despina.language as tl
+
+    @despina.jit
+    def kernel(x_ptr, n, BLOCK: tl.constexpr): ...
+"""
+
+from . import language
+from .frontend.errors import CompilationError
+from .jit import JITFunction, jit
+from .language.arith import cdiv
+
+
+def next_power_of_2(n: int) -> int:
+    """The smallest power of two >= n (1 for n <= 1)."""
+    n = int(n)
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+__version__ = "0.1.0"
+__all__ = ["CompilationError", "JITFunction", "cdiv", "jit", "language", "next_power_of_2"]

@@ -1,0 +1,84 @@
+"""What a kernel argument is: its IR type and specialization, and its host buffer for the interpreter."""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+import numpy as np
+
+from despina.compiler.ir import types as _t
+
+_NAMES: dict[str, _t.ScalarType] = {
+    "bool": _t.int1, "int8": _t.int8, "int16": _t.int16, "int32": _t.int32, "int64": _t.int64,
+    "uint8": _t.uint8, "uint16": _t.uint16, "uint32": _t.uint32, "uint64": _t.uint64,
+    "float16": _t.float16, "half": _t.float16, "bfloat16": _t.bfloat16, "float32": _t.float32,
+    "float": _t.float32, "float64": _t.float64, "double": _t.float64,
+}
+
+
+def element_type(dtype: Any) -> _t.ScalarType | None:
+    """The scalar type of a NumPy, torch or CuPy dtype, or None if it has none."""
+    if isinstance(dtype, _t.ScalarType):
+        return dtype
+    name = str(dtype).rsplit(".", 1)[-1]
+    if isinstance(dtype, np.dtype) or (isinstance(dtype, type) and issubclass(dtype, np.generic)):
+        name = np.dtype(dtype).name
+    return _NAMES.get(name)
+
+
+def is_array(value: Any) -> bool:
+    return hasattr(value, "dtype") and (hasattr(value, "data_ptr") or isinstance(value, np.ndarray)
+                                        or hasattr(value, "__cuda_array_interface__") or hasattr(value, "__dlpack__"))
+
+
+def data_ptr(value: Any) -> int:
+    if hasattr(value, "data_ptr"):
+        return int(value.data_ptr())
+    if isinstance(value, np.ndarray):
+        return int(value.ctypes.data)
+    if hasattr(value, "__cuda_array_interface__"):
+        return int(value.__cuda_array_interface__["data"][0])
+    raise TypeError(f"cannot take the address of {type(value).__name__}")
+
+
+def host_buffer(value: Any) -> np.ndarray:
+    """A NumPy view of a host array's memory starting at its first element (for the interpreter).
+    Writes through it land in `value`."""
+    if hasattr(value, "device") and str(getattr(value, "device", "cpu")).startswith("cuda"):
+        raise TypeError("the interpreter runs on the host: pass CPU tensors or NumPy arrays, not CUDA tensors")
+    if hasattr(value, "detach") and hasattr(value, "numpy"):
+        import torch
+
+        t = value.detach()
+        as_bits = {torch.bfloat16: torch.int16, torch.bool: torch.uint8}.get(t.dtype)
+        arr = (t.view(as_bits) if as_bits is not None else t).numpy()
+    elif isinstance(value, np.ndarray):
+        arr = value
+    else:
+        raise TypeError(f"the interpreter cannot read a {type(value).__name__}; pass a NumPy array or a CPU torch tensor")
+    if arr.flags.c_contiguous:
+        return arr.reshape(-1)
+    if any(s < 0 for s in arr.strides):
+        raise ValueError("arrays with negative strides are not supported; pass np.ascontiguousarray(x)")
+    span = sum((n - 1) * s for n, s in zip(arr.shape, arr.strides)) + arr.itemsize if arr.size else 0
+    raw = (ctypes.c_char * span).from_address(arr.ctypes.data)
+    return np.frombuffer(raw, dtype=np.uint8).view(arr.dtype) if span % arr.itemsize == 0 else np.frombuffer(raw, np.uint8)
+
+
+def scalar_type(value: Any) -> _t.ScalarType:
+    """The IR type of a scalar argument, as Triton picks it."""
+    if isinstance(value, (bool, np.bool_)):
+        return _t.int1
+    if isinstance(value, (int, np.integer)):
+        v = int(value)
+        if -(2**31) <= v < 2**31:
+            return _t.int32
+        if -(2**63) <= v < 2**63:
+            return _t.int64
+        if v < 2**64:
+            return _t.uint64
+        raise OverflowError(f"integer argument {v} does not fit in 64 bits")
+    if isinstance(value, (float, np.floating)):
+        return _t.float32
+    raise TypeError(f"unsupported argument type {type(value).__name__}")

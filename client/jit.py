@@ -1,0 +1,245 @@
+"""`@despina.jit`: a Python function compiled, per specialization, into a kernel.
+
+    @despina.jit
+    def add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
+
+    add[(triton.cdiv(n, 1024),)](x, y, out, n, BLOCK=1024)
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional, TypeVar, overload
+
+from despina.compiler.ir import types as _t
+from despina.compiler.ir.core import Module
+from despina.language.core import constexpr, tensor, unwrap
+from despina.language.semantic import to_tensor
+
+from . import arguments
+from .frontend.codegen import generate_module, is_constexpr_annotation
+from .frontend.errors import CompilationError
+from .frontend.source import Source
+
+LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "stream", "enable_fp_fusion")
+
+
+def interpret_default() -> bool:
+    return os.environ.get("DESPINA_INTERPRET", "0").lower() in ("1", "true", "yes", "on")
+
+
+@dataclass(frozen=True)
+class Options:
+    """Compile options that are part of every specialization key."""
+
+    num_warps: int = 4
+    num_stages: int = 3
+    debug: bool = False
+
+
+@dataclass
+class Specialization:
+    """The key of one compiled variant and what the frontend needs to build it."""
+
+    key: tuple[Any, ...]
+    params: list[tuple[str, Any]]
+    runtime_args: list[Any]
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+
+class JITFunction:
+    """A kernel (or a helper called from kernels). Launch with `kernel[grid](*args, **meta)`."""
+
+    def __init__(self, fn: Callable[..., Any], do_not_specialize: Sequence[int | str] = (), interpret: Optional[bool] = None,
+                 debug: Optional[bool] = None, noinline: bool = False) -> None:
+        self.fn = fn
+        self.__name__ = fn.__name__
+        self.__doc__ = fn.__doc__
+        self.__module__ = fn.__module__
+        self.__wrapped__ = fn
+        self.signature = inspect.signature(fn)
+        self.params = list(self.signature.parameters.values())
+        self.arg_names = [p.name for p in self.params]
+        self.constexpr_names = {p.name for p in self.params if is_constexpr_annotation(p.annotation)}
+        self.do_not_specialize = {self.arg_names[d] if isinstance(d, int) else d for d in do_not_specialize}
+        self.interpret = interpret
+        self.debug = debug
+        self.noinline = noinline
+        self._source: Optional[Source] = None
+        self.cache: dict[tuple[Any, ...], Module] = {}
+        self.used_globals: dict[str, Any] = {}
+
+    @property
+    def source(self) -> Source:
+        if self._source is None:
+            self._source = Source.of(self.fn)
+        return self._source
+
+    def __repr__(self) -> str:
+        return f"JITFunction({self.fn.__module__}:{self.fn.__qualname__})"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(f"'{self.__name__}' is a @despina.jit function: launch it as {self.__name__}[grid](...) "
+                           "or call it from inside another kernel")
+
+    def __getitem__(self, grid: Any) -> Callable[..., None]:
+        return lambda *args, **kwargs: self.run(*args, grid=grid, **kwargs)
+
+    # ---- binding -----------------------------------------------------------------------------
+
+    def bind(self, args: Sequence[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """Arguments by parameter name, defaults applied; a clear error on a mismatch."""
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            expected = ", ".join(self.arg_names)
+            raise TypeError(f"kernel '{self.__name__}' takes ({expected}): {exc}") from None
+        bound.apply_defaults()
+        return dict(bound.arguments)
+
+    def bind_call(self, args: Sequence[Any], kwargs: dict[str, Any]) -> list[tuple[str, Any]]:
+        """Parameters of a call from inside a kernel: `constexpr(value)` or a tensor."""
+        out: list[tuple[str, Any]] = []
+        for name, value in self.bind(args, kwargs).items():
+            value = unwrap(value)
+            if name in self.constexpr_names:
+                if isinstance(value, tensor):
+                    raise TypeError(f"parameter '{name}' of '{self.__name__}' is a tl.constexpr but got a run-time tensor")
+                out.append((name, constexpr(value)))
+            elif isinstance(value, tensor):
+                out.append((name, value))
+            elif isinstance(value, (bool, int, float)):
+                out.append((name, to_tensor(value)))
+            else:
+                out.append((name, constexpr(value)))
+        return out
+
+    # ---- specialization ----------------------------------------------------------------------
+
+    def specialize(self, bound: dict[str, Any], options: Options) -> Specialization:
+        key: list[Any] = []
+        params: list[tuple[str, Any]] = []
+        runtime: list[Any] = []
+        divisible: list[int] = []
+        equal_to_1: list[int] = []
+        for name, value in bound.items():
+            value = unwrap(value)
+            spec = name not in self.do_not_specialize
+            if name in self.constexpr_names or value is None or isinstance(value, (str, _t.ScalarType, tuple)):
+                key.append(("c", name, value))
+                params.append((name, constexpr(value)))
+                continue
+            index = len(runtime)
+            if arguments.is_array(value):
+                elem = arguments.element_type(value.dtype)
+                if elem is None:
+                    raise TypeError(f"argument '{name}' of kernel '{self.__name__}' has unsupported dtype {value.dtype}")
+                aligned = spec and arguments.data_ptr(value) % 16 == 0
+                key.append(("p", elem.name, aligned))
+                params.append((name, _t.PointerType(elem)))
+                if aligned:
+                    divisible.append(index)
+            elif isinstance(value, (bool, int, float)) or hasattr(value, "dtype") and not hasattr(value, "shape"):
+                try:
+                    ty = arguments.scalar_type(value)
+                except (TypeError, OverflowError) as exc:
+                    raise TypeError(f"argument '{name}' of kernel '{self.__name__}': {exc}") from None
+                one = spec and ty.is_int() and not ty.is_bool() and int(value) == 1
+                div16 = spec and ty.is_int() and not ty.is_bool() and int(value) % 16 == 0
+                key.append(("s", ty.name, one, div16))
+                params.append((name, ty))
+                if one:
+                    equal_to_1.append(index)
+                if div16:
+                    divisible.append(index)
+            else:
+                raise TypeError(f"argument '{name}' of kernel '{self.__name__}' is a {type(value).__name__}; "
+                                "kernels take arrays/tensors, numbers, None and constexprs")
+            runtime.append(value)
+        key.append(("o", options))
+        key.append(("g", tuple(sorted((k, repr(v)) for k, v in self._current_globals().items()))))
+        attrs = {"divisibility": divisible, "equal_to_1": equal_to_1, "num_warps": options.num_warps,
+                 "num_stages": options.num_stages}
+        return Specialization(tuple(key), params, runtime, attrs)
+
+    def _current_globals(self) -> dict[str, Any]:
+        g = self.fn.__globals__
+        return {name: unwrap(g.get(name)) for name in self.used_globals}
+
+    def ir(self, spec: Specialization, options: Options) -> Module:
+        """The optimized tile IR for `spec`, cached in memory by its key."""
+        module = self.cache.get(spec.key)
+        if module is None:
+            module, used = generate_module(self, spec.params, options.debug, spec.attrs)
+            from despina.compiler.passes.pipeline import run_pipeline
+
+            module = run_pipeline(module)
+            if set(used) - set(self.used_globals):
+                self.used_globals.update(used)
+                spec.key = spec.key[:-1] + (("g", tuple(sorted((k, repr(v)) for k, v in self._current_globals().items()))),)
+            self.cache[spec.key] = module
+        return module
+
+    # ---- launching ---------------------------------------------------------------------------
+
+    def run(self, *args: Any, grid: Any, **kwargs: Any) -> None:
+        launch = {k: kwargs.pop(k) for k in LAUNCH_OPTIONS if k in kwargs and k not in self.arg_names}
+        interpret = self.interpret if self.interpret is not None else interpret_default()
+        debug = self.debug if self.debug is not None else (interpret or os.environ.get("DESPINA_DEBUG") == "1")
+        options = Options(int(launch.get("num_warps", 4)), int(launch.get("num_stages", 3)), bool(debug))
+        bound = self.bind(args, kwargs)
+        spec = self.specialize(bound, options)
+        grid_dims = self._grid(grid, bound, launch)
+        module = self.ir(spec, options)
+        if not interpret:
+            raise RuntimeError(
+                f"kernel '{self.__name__}': no GPU launcher is available in this build; "
+                "set DESPINA_INTERPRET=1 (or @despina.jit(interpret=True)) to run it in the interpreter"
+            )
+        if 0 in grid_dims:
+            return
+        from despina.compiler.interpreter import run_kernel
+
+        buffers = [arguments.host_buffer(a) if arguments.is_array(a) else a for a in spec.runtime_args]
+        run_kernel(module, grid_dims, buffers)
+
+    def _grid(self, grid: Any, bound: dict[str, Any], launch: dict[str, Any]) -> tuple[int, int, int]:
+        if callable(grid):
+            grid = grid({**bound, **launch})
+        if isinstance(grid, int):
+            grid = (grid,)
+        dims = tuple(int(unwrap(g)) for g in grid)
+        if not 1 <= len(dims) <= 3 or any(d < 0 for d in dims):
+            raise ValueError(f"kernel '{self.__name__}': grid must be 1 to 3 non-negative ints, got {grid!r}")
+        return dims + (1,) * (3 - len(dims))  # type: ignore[return-value]
+
+
+T = TypeVar("T")
+
+
+@overload
+def jit(fn: Callable[..., Any]) -> JITFunction: ...
+
+
+@overload
+def jit(fn: None = None, *, do_not_specialize: Sequence[int | str] = (), interpret: Optional[bool] = None,
+        debug: Optional[bool] = None, noinline: bool = False) -> Callable[[Callable[..., Any]], JITFunction]: ...
+
+
+def jit(fn: Optional[Callable[..., Any]] = None, *, do_not_specialize: Sequence[int | str] = (),
+        interpret: Optional[bool] = None, debug: Optional[bool] = None, noinline: bool = False) -> Any:
+    """Compile `fn` as a kernel (or a helper kernels call). See the module docstring."""
+
+    def decorate(f: Callable[..., Any]) -> JITFunction:
+        return JITFunction(f, do_not_specialize, interpret, debug, noinline)
+
+    return decorate(fn) if fn is not None else decorate
+
+
+__all__ = ["JITFunction", "jit", "CompilationError", "Options"]

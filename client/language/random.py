@@ -1,0 +1,106 @@
+"""Counter-based random numbers (Philox 4x32), bit-identical to Triton's `tl.rand*`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from despina.compiler.ir import types as _t
+
+from . import arith
+from .core import builtin, tensor, unwrap
+from .semantic import broadcast_shapes, broadcast_to, cast, to_tensor
+
+PHILOX_KEY_A = 0x9E3779B9
+PHILOX_KEY_B = 0xBB67AE85
+PHILOX_ROUND_A = 0xD2511F53
+PHILOX_ROUND_B = 0xCD9E8D57
+N_ROUNDS_DEFAULT = 10
+
+
+def _u32(x: Any) -> tensor:
+    t = to_tensor(x, _t.uint32 if isinstance(unwrap(x), int) else None)
+    if t.dtype.primitive_bitwidth != 32:
+        t = cast(t, _t.int32 if t.dtype.is_int_signed() else _t.uint32)
+    return cast(t, _t.uint32, bitcast=True) if t.dtype != _t.uint32 else t
+
+
+def philox_impl(c0: tensor, c1: tensor, c2: tensor, c3: tensor, k0: tensor, k1: tensor, n_rounds: int) -> tuple[tensor, ...]:
+    a = to_tensor(PHILOX_ROUND_A, _t.uint32)
+    b = to_tensor(PHILOX_ROUND_B, _t.uint32)
+    for _ in range(n_rounds):
+        _c0, _c2 = c0, c2
+        c0 = arith.xor_(arith.xor_(arith.umulhi(b, _c2), c1), k0)
+        c2 = arith.xor_(arith.xor_(arith.umulhi(a, _c0), c3), k1)
+        c1 = arith.mul(b, _c2)
+        c3 = arith.mul(a, _c0)
+        k0 = arith.add(k0, PHILOX_KEY_A)
+        k1 = arith.add(k1, PHILOX_KEY_B)
+    return c0, c1, c2, c3
+
+
+@builtin
+def philox(seed: Any, c0: Any, c1: Any, c2: Any, c3: Any, n_rounds: Any = N_ROUNDS_DEFAULT) -> tuple[tensor, ...]:
+    s = cast(to_tensor(seed, _t.int64 if isinstance(unwrap(seed), int) else None), _t.uint64)
+    seed_hi = cast(arith.and_(arith.rshift(s, 32), 0xFFFFFFFF), _t.uint32)
+    seed_lo = cast(arith.and_(s, 0xFFFFFFFF), _t.uint32)
+    counters = [_u32(c) for c in (c0, c1, c2, c3)]
+    shape: tuple[int, ...] = ()
+    for c in counters:
+        shape = broadcast_shapes(shape, c.shape)
+    counters = [broadcast_to(c, shape) for c in counters]
+    k0, k1 = broadcast_to(seed_lo, shape), broadcast_to(seed_hi, shape)
+    return philox_impl(*counters, k0, k1, int(unwrap(n_rounds)))
+
+
+@builtin
+def randint4x(seed: Any, offset: Any, n_rounds: Any = N_ROUNDS_DEFAULT) -> tuple[tensor, ...]:
+    """Four blocks of random uint32 for `seed` and `offset` (deterministic)."""
+    off = _u32(offset)
+    zero = arith.mul(off, 0)
+    return philox(seed, off, zero, zero, zero, n_rounds)
+
+
+@builtin
+def randint(seed: Any, offset: Any, n_rounds: Any = N_ROUNDS_DEFAULT) -> tensor:
+    """A block of random uint32 for `seed` and `offset`."""
+    return randint4x(seed, offset, n_rounds)[0]
+
+
+def uint_to_uniform_float(x: tensor) -> tensor:
+    """Random uint32 bits to fp32 uniform in [0, 1)."""
+    signed = cast(x, _t.int32, bitcast=True)
+    signed = arith.where(arith.compare("lt", signed, 0), arith.sub(arith.neg(signed), 1), signed)
+    return arith.mul(signed, 4.6566127342e-10)
+
+
+@builtin
+def rand(seed: Any, offset: Any, n_rounds: Any = N_ROUNDS_DEFAULT) -> tensor:
+    """A block of fp32 uniform in [0, 1) for `seed` and `offset`."""
+    return uint_to_uniform_float(randint(seed, offset, n_rounds))
+
+
+def pair_uniform_to_normal(u1: tensor, u2: tensor) -> tuple[tensor, tensor]:
+    u1 = arith.maximum(1.0e-7, u1)
+    th = arith.mul(6.283185307179586, u2)
+    r = arith.sqrt(arith.mul(-2.0, arith.log(u1)))
+    return arith.mul(r, arith.cos(th)), arith.mul(r, arith.sin(th))
+
+
+@builtin
+def randn(seed: Any, offset: Any, n_rounds: Any = N_ROUNDS_DEFAULT) -> tensor:
+    """A block of fp32 standard normal values for `seed` and `offset`."""
+    i1, i2, _, _ = randint4x(seed, offset, n_rounds)
+    return pair_uniform_to_normal(uint_to_uniform_float(i1), uint_to_uniform_float(i2))[0]
+
+
+@builtin
+def randn4x(seed: Any, offset: Any, n_rounds: Any = N_ROUNDS_DEFAULT) -> tuple[tensor, ...]:
+    i1, i2, i3, i4 = randint4x(seed, offset, n_rounds)
+    n1, n2 = pair_uniform_to_normal(uint_to_uniform_float(i1), uint_to_uniform_float(i2))
+    n3, n4 = pair_uniform_to_normal(uint_to_uniform_float(i3), uint_to_uniform_float(i4))
+    return n1, n2, n3, n4
+
+
+@builtin
+def rand4x(seed: Any, offset: Any, n_rounds: Any = N_ROUNDS_DEFAULT) -> tuple[tensor, ...]:
+    return tuple(uint_to_uniform_float(i) for i in randint4x(seed, offset, n_rounds))

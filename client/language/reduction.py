@@ -1,0 +1,211 @@
+"""Reductions, scans and `dot`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from despina.compiler.ir import types as _t
+from despina.compiler.ir.core import Block
+
+from . import arith
+from .core import builder, builtin, current, tensor, unwrap
+from .semantic import broadcast_to, cast, constant, promote, to_tensor
+from .shape import arange, expand_dims, reshape
+
+Combine = Callable[[list[tensor], list[tensor]], Sequence[tensor]]
+
+
+def _region(scalars: list[_t.ElemType], combine: Combine) -> Block:
+    block = Block(scalars + scalars)
+    b = builder()
+    n = len(scalars)
+    with b.at(block):
+        args = [tensor(v) for v in block.args]
+        outs = [cast(to_tensor(o), s) for o, s in zip(combine(args[:n], args[n:]), scalars)]
+        if len(outs) != n:
+            raise ValueError(f"the combine function must return {n} value(s), got {len(outs)}")
+        b.create("yield", [o.handle for o in outs])
+    return block
+
+
+def _jit_combine(fn: Any) -> Combine:
+    def combine(lhs: list[tensor], rhs: list[tensor]) -> Sequence[tensor]:
+        out = current().inline_jit(fn, lhs + rhs)
+        return list(out) if isinstance(out, tuple) else [out]
+
+    return combine
+
+
+def _normalize_axis(axis: Any, rank: int) -> int:
+    axis = unwrap(axis)
+    if not isinstance(axis, int) or not -rank <= axis < rank:
+        raise ValueError(f"axis {axis!r} is out of range for a tile of rank {rank}")
+    return axis % rank
+
+
+def _combine_op(name: str, inputs: list[tensor], axis: Any, combine: Combine, keep_dims: bool, **attrs: Any) -> list[tensor]:
+    if not inputs or any(not x.shape for x in inputs):
+        raise ValueError(f"{name} needs tiles, got {', '.join(str(x.type) for x in inputs)}")
+    if unwrap(axis) is None:
+        inputs = [reshape(x, (x.numel,)) for x in inputs]
+        axis = 0
+    ax = _normalize_axis(axis, len(inputs[0].shape))
+    region = _region([x.dtype for x in inputs], combine)
+    op = builder().create(name, [x.handle for x in inputs], {"axis": ax, **attrs}, [region])
+    results = [tensor(r) for r in op.results]
+    if name == "reduce" and unwrap(keep_dims):
+        results = [expand_dims(r, ax) for r in results]
+    return results
+
+
+def _unpack(results: list[tensor]) -> Any:
+    return results[0] if len(results) == 1 else tuple(results)
+
+
+@builtin
+def reduce(input: Any, axis: Any, combine_fn: Any, keep_dims: bool = False) -> Any:
+    """Reduce `input` (a tile or a tuple of tiles) along `axis` with the `@jit` function `combine_fn`."""
+    inputs = [to_tensor(x) for x in (input if isinstance(input, tuple) else (input,))]
+    return _unpack(_combine_op("reduce", inputs, axis, _jit_combine(combine_fn), keep_dims))
+
+
+@builtin
+def associative_scan(input: Any, axis: Any, combine_fn: Any, reverse: bool = False) -> Any:
+    """Inclusive scan of `input` along `axis` with the associative `@jit` function `combine_fn`."""
+    inputs = [to_tensor(x) for x in (input if isinstance(input, tuple) else (input,))]
+    return _unpack(_combine_op("scan", inputs, axis, _jit_combine(combine_fn), False, reverse=bool(unwrap(reverse))))
+
+
+def _widen_for_sum(x: tensor, dtype: Any) -> tensor:
+    dtype = unwrap(dtype)
+    if dtype is not None:
+        return cast(x, dtype)
+    dt = x.dtype
+    if dt.is_int() and dt.primitive_bitwidth < 32:
+        return cast(x, _t.uint32 if dt.is_int_unsigned() else _t.int32)
+    return x
+
+
+def _simple(name: str, x: Any, axis: Any, keep_dims: Any, op: Callable[[tensor, tensor], tensor], scan: bool = False,
+            reverse: Any = False) -> tensor:
+    t = to_tensor(x)
+
+    def combine(lhs: list[tensor], rhs: list[tensor]) -> list[tensor]:
+        return [op(lhs[0], rhs[0])]
+
+    if scan:
+        return _combine_op("scan", [t], axis, combine, False, reverse=bool(unwrap(reverse)))[0]
+    return _combine_op("reduce", [t], axis, combine, bool(unwrap(keep_dims)))[0]
+
+
+@builtin
+def sum(input: Any, axis: Any = None, keep_dims: bool = False, dtype: Any = None) -> tensor:
+    """Sum along `axis` (all elements when None); small ints accumulate in 32 bits."""
+    return _simple("sum", _widen_for_sum(to_tensor(input), dtype), axis, keep_dims, arith.add)
+
+
+@builtin
+def xor_sum(input: Any, axis: Any = None, keep_dims: bool = False) -> tensor:
+    t = to_tensor(input)
+    if not t.dtype.is_int():
+        raise TypeError(f"xor_sum needs an integer tile, got {t.type}")
+    return _simple("xor_sum", t, axis, keep_dims, arith.xor_)
+
+
+def _arg_combine(is_max: bool, tie_break_left: bool) -> Combine:
+    def combine(lhs: list[tensor], rhs: list[tensor]) -> list[tensor]:
+        (av, ai), (bv, bi) = lhs, rhs
+        better = arith.compare("gt" if is_max else "lt", av, bv)
+        tie = arith.compare("eq", av, bv)
+        if tie_break_left:
+            tie = arith.and_(tie, arith.compare("lt", ai, bi))
+        take_a = arith.or_(better, tie)
+        return [arith.where(take_a, av, bv), arith.where(take_a, ai, bi)]
+
+    return combine
+
+
+def _arg_reduce(x: Any, axis: Any, is_max: bool, tie_break_left: bool, keep_dims: Any) -> tuple[tensor, tensor]:
+    t = to_tensor(x)
+    if unwrap(axis) is None:
+        t = reshape(t, (t.numel,))
+        axis = 0
+    ax = _normalize_axis(axis, len(t.shape))
+    idx = arange(0, t.shape[ax])
+    for d in range(len(t.shape)):
+        if d != ax:
+            idx = expand_dims(idx, d)
+    idx = broadcast_to(idx, t.shape)
+    value, index = _combine_op("reduce", [t, idx], ax, _arg_combine(is_max, tie_break_left), bool(unwrap(keep_dims)))
+    return value, index
+
+
+@builtin
+def max(input: Any, axis: Any = None, return_indices: bool = False, return_indices_tie_break_left: bool = True,
+        keep_dims: bool = False) -> Any:
+    if unwrap(return_indices):
+        return _arg_reduce(input, axis, True, bool(unwrap(return_indices_tie_break_left)), keep_dims)
+    return _simple("max", input, axis, keep_dims, arith.maximum)
+
+
+@builtin
+def min(input: Any, axis: Any = None, return_indices: bool = False, return_indices_tie_break_left: bool = True,
+        keep_dims: bool = False) -> Any:
+    if unwrap(return_indices):
+        return _arg_reduce(input, axis, False, bool(unwrap(return_indices_tie_break_left)), keep_dims)
+    return _simple("min", input, axis, keep_dims, arith.minimum)
+
+
+@builtin
+def argmax(input: Any, axis: Any, tie_break_left: bool = True, keep_dims: bool = False) -> tensor:
+    """Index of the largest element along `axis` (the first one on ties)."""
+    return _arg_reduce(input, axis, True, bool(unwrap(tie_break_left)), keep_dims)[1]
+
+
+@builtin
+def argmin(input: Any, axis: Any, tie_break_left: bool = True, keep_dims: bool = False) -> tensor:
+    """Index of the smallest element along `axis` (the first one on ties)."""
+    return _arg_reduce(input, axis, False, bool(unwrap(tie_break_left)), keep_dims)[1]
+
+
+@builtin
+def cumsum(input: Any, axis: Any = 0, reverse: bool = False, dtype: Any = None) -> tensor:
+    return _simple("cumsum", _widen_for_sum(to_tensor(input), dtype), axis, False, arith.add, scan=True, reverse=reverse)
+
+
+@builtin
+def cumprod(input: Any, axis: Any = 0, reverse: bool = False) -> tensor:
+    return _simple("cumprod", input, axis, False, arith.mul, scan=True, reverse=reverse)
+
+
+_PRECISIONS = ("tf32", "tf32x3", "ieee")
+
+
+@builtin
+def dot(input: Any, other: Any, acc: Any = None, input_precision: Any = None, allow_tf32: Any = None,
+        max_num_imprecise_acc: Any = None, out_dtype: Any = _t.float32) -> tensor:
+    """Matrix product of 2-D tiles (or batched 3-D), accumulated into `acc` when given."""
+    a, b = to_tensor(input), to_tensor(other)
+    if len(a.shape) not in (2, 3) or len(a.shape) != len(b.shape):
+        raise ValueError(f"dot needs two 2-D (or two 3-D batched) tiles, got {a.type} and {b.type}")
+    if a.shape[-1] != b.shape[-2]:
+        raise ValueError(f"dot: the inner dimensions differ: {list(a.shape)} @ {list(b.shape)}")
+    if a.dtype != b.dtype:
+        common = promote(a.dtype, b.dtype)  # type: ignore[arg-type]
+        a, b = cast(a, common), cast(b, common)
+    precision = unwrap(input_precision)
+    if precision is None:
+        precision = "ieee" if unwrap(allow_tf32) is False else "tf32"
+    if precision not in _PRECISIONS:
+        raise ValueError(f"input_precision must be one of {_PRECISIONS}, got {precision!r}")
+    if not a.dtype.is_fp32():
+        precision = "ieee"
+    out = _t.int32 if a.dtype.is_int() else unwrap(out_dtype)
+    shape = a.shape[:-1] + b.shape[-1:]
+    acc = unwrap(acc)
+    c = constant(0, _t.TileType(shape, out)) if acc is None else broadcast_to(to_tensor(acc), shape)
+    attrs: dict[str, Any] = {"input_precision": precision}
+    if unwrap(max_num_imprecise_acc) is not None:
+        attrs["max_num_imprecise_acc"] = int(unwrap(max_num_imprecise_acc))
+    return tensor(builder().create("dot", [a.handle, b.handle, c.handle], attrs).result)
