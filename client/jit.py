@@ -15,10 +15,11 @@ import inspect
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional, TypeVar, overload
+from typing import Any, TypeVar, overload
 
 from despina.compiler.ir import types as _t
 from despina.compiler.ir.core import Module
+from despina.compiler.passes.pipeline import run_pipeline
 from despina.language.core import constexpr, tensor, unwrap
 from despina.language.semantic import to_tensor
 
@@ -56,8 +57,8 @@ class Specialization:
 class JITFunction:
     """A kernel (or a helper called from kernels). Launch with `kernel[grid](*args, **meta)`."""
 
-    def __init__(self, fn: Callable[..., Any], do_not_specialize: Sequence[int | str] = (), interpret: Optional[bool] = None,
-                 debug: Optional[bool] = None, noinline: bool = False) -> None:
+    def __init__(self, fn: Callable[..., Any], do_not_specialize: Sequence[int | str] = (), interpret: bool | None = None,
+                 debug: bool | None = None, noinline: bool = False) -> None:
         self.fn = fn
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
@@ -71,7 +72,7 @@ class JITFunction:
         self.interpret = interpret
         self.debug = debug
         self.noinline = noinline
-        self._source: Optional[Source] = None
+        self._source: Source | None = None
         self.cache: dict[tuple[Any, ...], Module] = {}
         self.used_globals: dict[str, Any] = {}
 
@@ -177,8 +178,6 @@ class JITFunction:
         module = self.cache.get(spec.key)
         if module is None:
             module, used = generate_module(self, spec.params, options.debug, spec.attrs)
-            from despina.compiler.passes.pipeline import run_pipeline
-
             module = run_pipeline(module)
             if set(used) - set(self.used_globals):
                 self.used_globals.update(used)
@@ -206,7 +205,8 @@ class JITFunction:
             return
         from despina.compiler.interpreter import run_kernel
 
-        buffers = [arguments.host_buffer(a) if arguments.is_array(a) else a for a in spec.runtime_args]
+        buffers = [arguments.host_buffer(a.base if isinstance(a, TensorWrapper) else a) if arguments.is_array(a) else a
+                   for a in spec.runtime_args]
         run_kernel(module, grid_dims, buffers)
 
     def _grid(self, grid: Any, bound: dict[str, Any], launch: dict[str, Any]) -> tuple[int, int, int]:
@@ -220,6 +220,35 @@ class JITFunction:
         return dims + (1,) * (3 - len(dims))  # type: ignore[return-value]
 
 
+class TensorWrapper:
+    """An array whose elements a kernel sees as `dtype`; made by `reinterpret`."""
+
+    def __init__(self, base: Any, dtype: _t.ScalarType) -> None:
+        self.base = base
+        self.dtype = dtype
+        self.shape = tuple(base.shape)
+
+    def data_ptr(self) -> int:
+        return arguments.data_ptr(self.base)
+
+    def __repr__(self) -> str:
+        return f"reinterpret({type(self.base).__name__} of {self.base.dtype}, {self.dtype})"
+
+
+def reinterpret(array: Any, dtype: _t.ScalarType) -> TensorWrapper:
+    """`array` passed to kernels as a pointer to `dtype` elements of the same size: the way to pass
+    bf16 from NumPy, which has no bf16 dtype (`despina.reinterpret(bits_uint16, tl.bfloat16)`)."""
+    dtype = unwrap(dtype)
+    if not isinstance(dtype, _t.ScalarType):
+        raise TypeError(f"reinterpret needs a dtype such as tl.bfloat16, got {dtype!r}")
+    base = array.base if isinstance(array, TensorWrapper) else array
+    if not arguments.is_array(base):
+        raise TypeError(f"reinterpret needs an array, got {type(base).__name__}")
+    if base.dtype.itemsize != dtype.itemsize:
+        raise TypeError(f"reinterpret: {base.dtype} elements are {base.dtype.itemsize} bytes, {dtype} are {dtype.itemsize}")
+    return TensorWrapper(base, dtype)
+
+
 T = TypeVar("T")
 
 
@@ -228,12 +257,12 @@ def jit(fn: Callable[..., Any]) -> JITFunction: ...
 
 
 @overload
-def jit(fn: None = None, *, do_not_specialize: Sequence[int | str] = (), interpret: Optional[bool] = None,
-        debug: Optional[bool] = None, noinline: bool = False) -> Callable[[Callable[..., Any]], JITFunction]: ...
+def jit(fn: None = None, *, do_not_specialize: Sequence[int | str] = (), interpret: bool | None = None,
+        debug: bool | None = None, noinline: bool = False) -> Callable[[Callable[..., Any]], JITFunction]: ...
 
 
-def jit(fn: Optional[Callable[..., Any]] = None, *, do_not_specialize: Sequence[int | str] = (),
-        interpret: Optional[bool] = None, debug: Optional[bool] = None, noinline: bool = False) -> Any:
+def jit(fn: Callable[..., Any] | None = None, *, do_not_specialize: Sequence[int | str] = (),
+        interpret: bool | None = None, debug: bool | None = None, noinline: bool = False) -> Any:
     """Compile `fn` as a kernel (or a helper kernels call). See the module docstring."""
 
     def decorate(f: Callable[..., Any]) -> JITFunction:
@@ -242,4 +271,4 @@ def jit(fn: Optional[Callable[..., Any]] = None, *, do_not_specialize: Sequence[
     return decorate(fn) if fn is not None else decorate
 
 
-__all__ = ["JITFunction", "jit", "CompilationError", "Options"]
+__all__ = ["JITFunction", "jit", "CompilationError", "Options", "TensorWrapper", "reinterpret"]
