@@ -1,0 +1,592 @@
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from strategies import attr_values, modules, types
+
+from despina.compiler.ir import verifier
+from despina.compiler.ir.builder import Builder
+from despina.compiler.ir.core import IR_VERSION, Block, Function, IRError, Loc, Module, Op, Value
+from despina.compiler.ir.ops import OPS
+from despina.compiler.ir.types import PointerType, ScalarType, TileType, Type, float32, int1, int8, int32, int64
+from despina.compiler.ir.verifier import ATTR_KINDS, MAX_REGION_DEPTH, MAX_TILE_NUMEL, VerificationError, verify
+
+PTR = PointerType(float32)
+BAD: Any = 1  # a value of the wrong kind wherever it is put
+POINTER_TO_TILE: Any = TileType((2,), float32)  # what a PointerType may not point to
+Build = Callable[[Builder, list[Value]], Any]
+
+
+def kernel(
+    build: Build = lambda b, a: None, arg_types: Sequence[Type] = (PTR, int32), helpers: Sequence[Function] = ()
+) -> Module:
+    """A module whose kernel `k` runs `build`, then `return()` unless `build` ended the body itself."""
+    body = Block(list(arg_types))
+    b = Builder(body)
+    build(b, body.args)
+    if not body.ops or body.ops[-1].name not in ("return", "yield", "condition"):
+        b.create("return")
+    return Module([*helpers, Function("k", body, [f"a{i}" for i in range(len(arg_types))], [], True)])
+
+
+def helper(
+    name: str = "h",
+    arg_types: Sequence[Type] = (float32,),
+    result_types: Sequence[Type] = (float32,),
+    build: Build | None = None,
+) -> Function:
+    body = Block(list(arg_types))
+    b = Builder(body)
+    if build is not None:
+        build(b, body.args)
+    else:
+        b.create("return", body.args[: len(result_types)])
+    return Function(name, body, [f"p{i}" for i in range(len(arg_types))], list(result_types))
+
+
+def fails(m: Any, *fragments: str) -> str:
+    with pytest.raises(VerificationError) as info:
+        verify(m)
+    assert isinstance(info.value, IRError)
+    for fragment in fragments:
+        assert fragment in str(info.value)
+    return str(info.value)
+
+
+def const(b: Builder, value: Any = 1, ty: Type = int32) -> Value:
+    return b.constant(value, ty)
+
+
+def region(b: Builder, arg_types: Sequence[Type], fill: Callable[[Builder, list[Value]], Any]) -> Block:
+    block = Block(list(arg_types))
+    with b.at(block):
+        fill(b, block.args)
+    return block
+
+
+def yield_(*values: Value) -> Callable[[Builder, list[Value]], Any]:
+    return lambda b, args: b.create("yield", list(values))
+
+
+# ---- valid modules ------------------------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(modules())
+def test_generated_modules_verify(m: Module) -> None:
+    verify(m)
+
+
+def test_region_may_use_enclosing_values_and_calls_a_helper() -> None:
+    def build(b: Builder, args: list[Value]) -> None:
+        x = const(b, 2.0, float32)
+        lo, hi = const(b, 0), const(b, 4)
+        body = region(
+            b, [int32, float32], lambda b, a: b.create("yield", [b.value("call", [x], callee="h", results=[float32])])
+        )
+        b.create("for", [lo, hi, lo, x], regions=[body])
+
+    verify(kernel(build, helpers=[helper()]))
+
+
+# ---- module and function level ------------------------------------------------------------
+
+
+def test_not_a_module() -> None:
+    fails("module", "expected a Module, got str")
+
+
+@pytest.mark.parametrize("version", [IR_VERSION + 1, 0, True, "1"])
+def test_version(version: Any) -> None:
+    m = kernel()
+    m.version = version
+    fails(m, "module: IR version", "is not the supported version")
+
+
+@pytest.mark.parametrize(
+    ("attrs", "message"),
+    [
+        ({"version": 1}, "'version' is reserved"),
+        ({"a b": 1}, "module attribute name 'a b' is not an identifier"),
+        ({1: 1}, "module attribute name 1 is not an identifier"),
+        ({"a": object()}, "object is not an attribute kind"),
+        ({"a": 2**64}, "integer outside the int64/uint64 range"),
+        ({"a": -(2**63) - 1}, "integer outside the int64/uint64 range"),
+        ({"a": "\ud800"}, "lone surrogate"),
+        ({"a": "x" * (verifier.MAX_STRING + 1)}, "string longer than"),
+        ({"a": [[[[[[[[[1]]]]]]]]]}, "list nested deeper"),
+        ({"a": list(range(verifier.MAX_ATTR_LIST + 1))}, "list nested deeper than 8 or longer"),
+        ({"a": [1, PointerType(POINTER_TO_TILE)]}, "is not a scalar, pointer or tile type"),
+        ({"a": TileType((2048, 1024), float32)}, "holds more than"),
+    ],
+)
+def test_module_attributes(attrs: dict[Any, Any], message: str) -> None:
+    m = kernel()
+    m.attrs = attrs
+    fails(m, message)
+
+
+def test_valid_module_attributes() -> None:
+    m = kernel()
+    m.attrs = {"a": [None, True, 2**64 - 1, -(2**63), 1.5, "é", float32, (1, 2)]}
+    verify(m)
+
+
+def test_function_count() -> None:
+    fails(Module([]), "1 to")
+    m = kernel(helpers=[helper("h1"), helper("h2")])
+    verifier_limit = verifier.MAX_FUNCTIONS
+    try:
+        verifier.MAX_FUNCTIONS = 2
+        fails(m, "a module holds 1 to 2 functions")
+    finally:
+        verifier.MAX_FUNCTIONS = verifier_limit
+
+
+def test_exactly_one_kernel() -> None:
+    fails(Module([helper()]), "exactly one kernel function, found 0")
+    h = helper()
+    h.kernel = True
+    h.result_types = []
+    h.body.ops[0].operands = []
+    fails(kernel(helpers=[h]), "exactly one kernel function, found 2: ['h', 'k']")
+
+
+def test_function_names() -> None:
+    fails(kernel(helpers=[helper("k")]), "two functions are named 'k'")
+    fails(kernel(helpers=[helper("a b")]), "function name 'a b' is not an identifier")
+    fails(kernel(helpers=[helper("")]), "function name '' is not an identifier")
+
+
+def test_function_signature() -> None:
+    m = kernel()
+    m.functions[0].arg_names = ["only_one"]
+    fails(m, "function 'k': arg_names must name each of the 2 arguments")
+    m.functions[0].arg_names = ["a", BAD]
+    fails(m, "arg_names must name each")
+    m = kernel()
+    m.functions[0].kernel = BAD
+    fails(m, "'kernel' must be a bool")
+    m = kernel()
+    m.functions[0].body = BAD
+    fails(m, "the body is not a Block")
+    m = kernel()
+    m.functions[0].loc = Loc("k.py", -1)
+    fails(m, "location line/column must be integers")
+    fails(
+        kernel(helpers=[helper(result_types=(TileType((2**21,), float32),))]),
+        "function 'h': result type: tile<2097152xfp32> holds more than",
+    )
+
+
+def test_kernel_returns_nothing() -> None:
+    m = kernel(lambda b, a: b.create("return", [a[1]]))
+    m.functions[0].result_types = [int32]
+    fails(m, "the kernel returns nothing")
+
+
+# ---- ops -------------------------------------------------------------------------------------
+
+
+def test_unknown_op() -> None:
+    m = kernel(lambda b, a: b.block.ops.append(Op("frobnicate", [], [])))
+    fails(m, "function 'k', op 'frobnicate' (op 0): unknown op")
+
+
+def test_result_types_must_match_the_type_rule() -> None:
+    m = kernel(lambda b, a: b.block.ops.append(Op("add", [a[1], a[1]], [int64])))
+    fails(m, "op 'add' (op 0): result types (int64) differ from the type rule's (int32)")
+    m = kernel(lambda b, a: b.block.ops.append(Op("add", [a[1], a[1]], [int32, int32])))
+    fails(m, "result types (int32, int32) differ from the type rule's (int32)")
+    m = kernel(lambda b, a: b.block.ops.append(Op("add", [a[1], a[0]], [int32])))
+    fails(m, "'add' needs operands of one type")
+
+
+def test_type_rule_failures_on_hostile_attributes_are_verification_errors() -> None:
+    m = kernel(lambda b, a: b.block.ops.append(Op("splat", [a[1]], [int32], {"shape": []})))
+    fails(m, "malformed op (ValueError")
+
+
+def test_unknown_attribute() -> None:
+    m = kernel(lambda b, a: b.block.ops.append(Op("load", [a[0]], [float32], {"axis": 0})))
+    fails(m, "op 'load' (op 0): unknown attribute 'axis' (allowed: cache, evict, volatile)")
+    m = kernel(lambda b, a: b.block.ops.append(Op("add", [a[1], a[1]], [int32], {"x": 0})))
+    fails(m, "unknown attribute 'x' (allowed: none)")
+
+
+@pytest.mark.parametrize(
+    ("name", "operands", "attrs", "message"),
+    [
+        ("program_id", [], {"axis": True}, "attribute 'axis' must be int, got True"),
+        ("splat", [1], {"shape": "8"}, "attribute 'shape' must be ints"),
+        ("splat", [1], {"shape": [8.0]}, "attribute 'shape' must be ints"),
+        ("cmp", [1, 1], {"pred": 3}, "attribute 'pred' must be str"),
+        ("cast", [1], {"to": "fp32"}, "attribute 'to' must be type"),
+        ("call", [], {"callee": 3, "results": []}, "attribute 'callee' must be str"),
+        ("call", [], {"callee": "h", "results": [1]}, "attribute 'results' must be types"),
+        ("load", [0], {"volatile": 1}, "attribute 'volatile' must be bool"),
+        ("load", [0], {"cache": 1}, "attribute 'cache' must be str or none"),
+        ("constant", [], {"value": "1", "type": int32}, "attribute 'value' must be bool or int or float"),
+        ("constant", [], {"value": 2**70, "type": int32}, "attribute 'value': integer outside the int64/uint64 range"),
+        ("constant", [], {"value": 1, "type": object()}, "attribute 'type': object is not an attribute kind"),
+    ],
+)
+def test_attribute_kinds(name: str, operands: list[int], attrs: dict[str, Any], message: str) -> None:
+    m = kernel(lambda b, a: b.block.ops.append(Op(name, [a[i] for i in operands], [], attrs)))
+    fails(m, f"op '{name}' (op 0): {message}")
+
+
+def test_every_catalogued_attribute_has_a_kind() -> None:
+    names = {a for opdef in OPS.values() for a in opdef.attrs}
+    assert names <= set(ATTR_KINDS), sorted(names - set(ATTR_KINDS))
+
+
+@pytest.mark.parametrize(
+    ("value", "ty", "message"),
+    [
+        (300, int8, "constant 300 does not fit in int8"),
+        (-129, int8, "does not fit"),
+        (2**32, ScalarType("uint32"), "does not fit"),
+        (1.5, int32, "needs an integer value"),
+        (True, int32, "needs an integer value"),
+        (True, float32, "needs a number"),
+        (2, int1, "does not fit"),
+    ],
+)
+def test_constant_values(value: Any, ty: Type, message: str) -> None:
+    fails(kernel(lambda b, a: const(b, value, ty)), message)
+
+
+@pytest.mark.parametrize(
+    ("value", "ty"),
+    [(True, int1), (-1, int1), (255, ScalarType("uint8")), (-128, int8), (3, float32), (1.5, TileType((2,), float32))],
+)
+def test_constant_values_in_range(value: Any, ty: Type) -> None:
+    verify(kernel(lambda b, a: const(b, value, ty)))
+
+
+def test_rule_limits_like_program_id_axis() -> None:
+    m = kernel(lambda b, a: b.block.ops.append(Op("program_id", [], [int32], {"axis": 3})))
+    fails(m, "'program_id' axis must be 0, 1 or 2, got 3")
+
+
+def test_op_location() -> None:
+    def build(b: Builder, a: list[Value]) -> None:
+        b.loc = Loc("k.py", 2**32)
+        const(b)
+
+    fails(kernel(build), "op 'constant' (op 0) at k.py:4294967296:0: location line/column")
+
+
+def test_op_region_count() -> None:
+    m = kernel(lambda b, a: b.block.ops.append(Op("add", [a[1], a[1]], [int32], regions=[Block()])))
+    fails(m, "op 'add' (op 0): takes 0 regions, got 1")
+    m = kernel(lambda b, a: b.block.ops.append(Op("for", [a[1], a[1], a[1]], [])))
+    fails(m, "takes 1 regions, got 0")
+
+
+# ---- SSA scoping -----------------------------------------------------------------------------
+
+
+def test_use_before_definition() -> None:
+    def build(b: Builder, a: list[Value]) -> None:
+        x = const(b)
+        y = b.value("add", [x, x])
+        b.block.ops.reverse()
+        del y
+
+    fails(kernel(build), "op 'add' (op 0): operand 0 (int32) is not in scope")
+
+
+def test_op_using_its_own_result() -> None:
+    def build(b: Builder, a: list[Value]) -> None:
+        op = b.create("add", [a[1], a[1]])
+        op.operands[1] = op.result
+
+    fails(kernel(build), "operand 1 (int32) is not in scope")
+
+
+def test_value_of_another_function() -> None:
+    h = helper()
+    m = kernel(lambda b, a: b.create("store", [a[0], h.args[0]]), helpers=[h])
+    fails(m, "function 'k', op 'store' (op 0): operand 1 (fp32) is not in scope")
+
+
+def test_value_escaping_its_region() -> None:
+    def build(b: Builder, a: list[Value]) -> None:
+        inner: list[Value] = []
+
+        def fill(b: Builder, args: list[Value]) -> None:
+            inner.append(b.value("add", [args[0], args[0]]))
+            b.create("yield")
+
+        lo = const(b)
+        b.create("for", [lo, lo, lo], regions=[region(b, [int32], fill)])
+        b.value("add", [inner[0], inner[0]])
+
+    fails(kernel(build), "op 'add' (op 2): operand 0 (int32) is not in scope")
+
+
+def test_value_of_a_sibling_region() -> None:
+    def build(b: Builder, a: list[Value]) -> None:
+        inner: list[Value] = []
+
+        def then(b: Builder, args: list[Value]) -> None:
+            inner.append(const(b))
+            b.create("yield", inner)
+
+        c = const(b, True, int1)
+        b.create("if", [c], regions=[region(b, [], then), region(b, [], lambda b, _: b.create("yield", inner))])
+
+    fails(kernel(build), "op 'yield' (op 1 > region 1 > op 0): operand 0 (int32) is not in scope")
+
+
+def test_operand_not_a_value() -> None:
+    m = kernel(lambda b, a: b.block.ops.append(Op("neg", [BAD], [int32])))
+    fails(m, "operand 0 is 1, not a Value")
+
+
+def test_same_op_twice() -> None:
+    def build(b: Builder, a: list[Value]) -> None:
+        b.block.ops.append(b.block.ops[-1]) if const(b) else None
+
+    fails(kernel(build), "the same op object appears twice")
+
+
+def test_value_defined_twice() -> None:
+    def build(b: Builder, a: list[Value]) -> None:
+        lo = const(b)
+        body = region(b, [int32], yield_())
+        b.create("for", [lo, lo, lo], regions=[body])
+        b.create("for", [lo, lo, lo], regions=[body])
+
+    fails(kernel(build), "function 'k' (op 2 > region 0): value #0 (int32) is defined twice")
+
+
+def test_value_owned_by_another_op() -> None:
+    def build(b: Builder, a: list[Value]) -> None:
+        op = b.create("neg", [a[1]])
+        op.results[0] = Value(int32)
+
+    fails(kernel(build), "value #0 is not a Value owned by its op")
+
+
+# ---- terminators -----------------------------------------------------------------------------
+
+
+def test_function_body_must_end_with_return() -> None:
+    m = kernel()
+    m.functions[0].body.ops.clear()
+    fails(m, "function 'k': the function body is empty; it must end with 'return'")
+    m = kernel(lambda b, a: const(b))
+    m.functions[0].body.ops.pop()
+    fails(m, "op 'constant' (op 0): the function body must end with 'return', not 'constant'")
+    fails(kernel(lambda b, a: b.create("yield")), "must end with 'return', not 'yield'")
+
+
+def test_return_types_must_match_the_function() -> None:
+    fails(
+        kernel(helpers=[helper(build=lambda b, a: b.create("return"))]),
+        "function 'h', op 'return' (op 0): returns () but the function returns (fp32)",
+    )
+    h = helper(build=lambda b, a: b.create("return", [b.value("cast", a, to=int32)]))
+    fails(kernel(helpers=[h]), "returns (int32) but the function returns (fp32)")
+
+
+def test_terminator_must_be_last() -> None:
+    def build(b: Builder, a: list[Value]) -> None:
+        b.create("return")
+        const(b)
+        b.create("return")
+
+    fails(kernel(build), "op 'return' (op 0): a terminator must be the last op of its block")
+
+
+def test_regions_end_with_yield() -> None:
+    def build(b: Builder, a: list[Value]) -> None:
+        lo = const(b)
+        c = const(b, True, int1)
+        b.block.ops.append(
+            Op("for", [lo, lo, lo], [], regions=[region(b, [int32], lambda b, _: b.create("condition", [c]))])
+        )
+
+    fails(kernel(build), "op 'condition' (op 2 > region 0 > op 0): the region must end with 'yield', not 'condition'")
+
+    def returns(b: Builder, a: list[Value]) -> None:
+        lo = const(b)
+        b.block.ops.append(Op("for", [lo, lo, lo], [], regions=[region(b, [int32], lambda b, _: b.create("return"))]))
+
+    fails(kernel(returns), "the region must end with 'yield', not 'return'")
+
+    def empty(b: Builder, a: list[Value]) -> None:
+        lo = const(b)
+        b.block.ops.append(Op("for", [lo, lo, lo], [], regions=[Block([int32])]))
+
+    fails(kernel(empty), "function 'k' (op 1 > region 0): the region is empty; it must end with 'yield'")
+
+
+def test_while_before_region_ends_with_condition() -> None:
+    def build(b: Builder, a: list[Value]) -> None:
+        before = region(b, [], yield_())
+        after = region(b, [], yield_())
+        b.block.ops.append(Op("while", [], [], regions=[before, after]))
+
+    fails(kernel(build), "op 'yield' (op 0 > region 0 > op 0): the region must end with 'condition', not 'yield'")
+
+    def good(b: Builder, a: list[Value]) -> None:
+        before = region(b, [], lambda b, _: b.create("condition", [const(b, False, int1)]))
+        b.create("while", [], regions=[before, region(b, [], yield_())])
+
+    verify(kernel(good))
+
+
+# ---- calls -----------------------------------------------------------------------------------
+
+
+def call(name: str, *args: Value, results: Sequence[Type] = (float32,)) -> Build:
+    return lambda b, a: b.create(
+        "call", list(args) or [const(b, 1.0, float32)], {"callee": name, "results": list(results)}
+    )
+
+
+def test_call_unknown_callee() -> None:
+    fails(kernel(call("nope")), "op 'call' (op 1): calls 'nope', which is not a function of the module")
+
+
+def test_call_argument_types() -> None:
+    fails(kernel(lambda b, a: call("h", a[1])(b, a), helpers=[helper()]), "passes (int32) to 'h(fp32)'")
+
+
+def test_call_result_types() -> None:
+    fails(
+        kernel(call("h", results=[int32]), helpers=[helper()]), "expects results (int32) from 'h', which returns (fp32)"
+    )
+
+
+def test_recursion() -> None:
+    direct = helper("h", build=lambda b, a: b.create("return", [b.value("call", a, callee="h", results=[float32])]))
+    fails(kernel(helpers=[direct]), "recursion is not supported: h -> h")
+    f = helper("f", build=lambda b, a: b.create("return", [b.value("call", a, callee="g", results=[float32])]))
+    g = helper("g", build=lambda b, a: b.create("return", [b.value("call", a, callee="f", results=[float32])]))
+    fails(kernel(call("f"), helpers=[f, g]), "recursion is not supported: f -> g -> f")
+    chain = helper("g", build=lambda b, a: b.create("return", [b.value("call", a, callee="h", results=[float32])]))
+    verify(kernel(call("g"), helpers=[helper(), chain]))
+
+
+# ---- limits ----------------------------------------------------------------------------------
+
+
+def nested_ifs(depth: int) -> Module:
+    def fill(b: Builder, level: int) -> None:
+        if level < depth:
+            c = const(b, True, int1)
+            b.create("if", [c], regions=[region(b, [], lambda b, _: fill(b, level + 1)), region(b, [], yield_())])
+        b.create("yield") if level else b.create("return")
+
+    return kernel(lambda b, a: fill(b, 0))
+
+
+def test_nesting_depth() -> None:
+    verify(nested_ifs(MAX_REGION_DEPTH))
+    fails(nested_ifs(MAX_REGION_DEPTH + 1), f"regions nest deeper than {MAX_REGION_DEPTH}")
+
+
+def test_op_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(verifier, "MAX_OPS", 3)
+    verify(kernel(lambda b, a: [const(b) for _ in range(2)]))
+    fails(kernel(lambda b, a: [const(b) for _ in range(3)]), "op 'return' (op 3): the module holds more than 3 ops")
+
+
+def test_operand_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(verifier, "MAX_OPERANDS", 2)
+    fails(kernel(lambda b, a: b.create("device_print", [a[1]] * 3)), "operands must be a list of at most 2 values")
+    fails(kernel(arg_types=[int32] * 3), "the function body has more than 2 arguments")
+
+
+def test_tile_size() -> None:
+    verify(kernel(lambda b, a: b.value("splat", [a[1]], shape=[1024, 1024])))
+    fails(
+        kernel(lambda b, a: b.value("splat", [a[1]], shape=[2048, 1024])),
+        f"tile<2048x1024xint32> holds more than {MAX_TILE_NUMEL} elements",
+    )
+    fails(kernel(lambda b, a: b.value("arange", start=0, end=2**40)), "holds more than")
+    fails(kernel(lambda b, a: b.value("splat", [a[1]], shape=[1] * 9)), "must have 1 to 8 dimensions")
+
+
+def test_pointer_types() -> None:
+    fails(kernel(arg_types=[PointerType(PointerType(PointerType(PointerType(PTR))))]), "pointers nest deeper than 4")
+    fails(kernel(arg_types=[PointerType(float32, 256)]), "address space 256 is not in [0, 255]")
+    fails(kernel(arg_types=[PointerType(POINTER_TO_TILE)]), "is not a scalar, pointer or tile type")
+    verify(kernel(arg_types=[PointerType(float32, 3), PointerType(PTR)]))
+
+
+def test_error_path_names_nested_ops() -> None:
+    def build(b: Builder, a: list[Value]) -> None:
+        b.loc = Loc("user.py", 12, 5)
+        lo = const(b)
+
+        def fill(b: Builder, args: list[Value]) -> None:
+            b.block.ops.append(Op("add", [args[0], args[0]], [int64], loc=Loc("user.py", 13, 9)))
+            b.create("yield")
+
+        b.create("for", [lo, lo, lo], regions=[region(b, [int32], fill)])
+
+    message = fails(kernel(build))
+    assert message == (
+        "function 'k', op 'add' (op 1 > region 0 > op 0) at user.py:13:9: "
+        "result types (int64) differ from the type rule's (int32)"
+    )
+
+
+# ---- hostile ops -----------------------------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from(sorted(OPS)),
+    st.lists(types(), max_size=4),
+    st.lists(st.integers(0, 3), max_size=4),
+    st.dictionaries(st.sampled_from(sorted(ATTR_KINDS) + ["x"]), attr_values(2), max_size=4),
+    st.lists(types(), max_size=2),
+    st.integers(0, 2),
+)
+def test_hostile_ops_fail_cleanly(
+    name: str, arg_types: list[Type], picks: list[int], attrs: dict[str, Any], result_types: list[Type], n_regions: int
+) -> None:
+    def build(b: Builder, args: list[Value]) -> None:
+        operands = [args[i % len(args)] for i in picks] if args else []
+        regions = [region(b, [], yield_()) for _ in range(n_regions)]
+        b.block.ops.append(Op(name, operands, result_types, attrs, regions))
+
+    try:
+        verify(kernel(build, arg_types=arg_types))
+    except VerificationError:
+        pass
+
+
+# ---- objects of the wrong kind -----------------------------------------------------------
+
+
+def test_objects_of_the_wrong_kind() -> None:
+    fails(Module([BAD]), "module: 1 is not a Function")
+    m = kernel(helpers=[helper()])
+    m.functions[0].result_types = BAD
+    fails(m, "function 'h': result_types must be a list of types")
+    m = kernel(lambda b, a: b.create("return") and b.block.ops.insert(0, BAD))
+    fails(m, "function 'k' (op 0): 1 is not an Op")
+    m = kernel(lambda b, a: const(b))
+    m.kernel.body.ops[0].attrs = BAD
+    fails(m, "op 'constant' (op 0): attributes must be a dict")
+    m = kernel(lambda b, a: b.block.ops.append(Op("for", [a[1], a[1], a[1]], [], regions=[BAD])))
+    fails(m, "function 'k' (op 0 > region 0): the region is not a Block")
+
+
+def test_result_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(verifier, "MAX_OPERANDS", 1)
+    fails(
+        kernel(lambda b, a: b.create("split", [a[0]]), arg_types=[TileType((4, 2), float32)]), "has more than 1 results"
+    )
