@@ -68,8 +68,8 @@ def _int(t: Type, name: str) -> Type:
 
 def _shape_attr(attrs: dict[str, Any], key: str = "shape") -> tuple[int, ...]:
     shape = attrs.get(key)
-    if not isinstance(shape, (list, tuple)) or not all(isinstance(d, int) and d > 0 for d in shape):
-        raise IRError(f"attribute '{key}' must be a list of positive integers, got {shape!r}")
+    if not isinstance(shape, (list, tuple)) or not shape or not all(isinstance(d, int) and d > 0 for d in shape):
+        raise IRError(f"attribute '{key}' must be a non-empty list of positive integers, got {shape!r}")
     return tuple(shape)
 
 
