@@ -157,7 +157,7 @@ def test_error_names_line_column_and_what_was_expected() -> None:
         ("{axis = 0}", "{axis = 1" + "0" * 5000 + "}", "is too long"),
         ("{axis = 0}", '{axis = "\\x"}', "bad string literal"),
         ("{axis = 0}", "{axis = )}", "expected an attribute value"),
-        ("{shape = [8]}", "{shape = []}", "malformed 'splat' (ValueError"),
+        ("{shape = [8]}", "{shape = []}", "attribute 'shape' must be a non-empty list"),
         ('loc("k.py":4:10)', 'loc("k.py":-4:10)', "expected a line or column number"),
         ('loc("k.py":4:10)', "loc(k.py:4:10)", "expected a quoted file name"),
         ('{names = ["x_ptr", "n"]}', '{names = "x_ptr"}', "a function's attributes are exactly"),
