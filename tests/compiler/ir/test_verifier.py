@@ -208,7 +208,7 @@ def test_result_types_must_match_the_type_rule() -> None:
 
 def test_type_rule_failures_on_hostile_attributes_are_verification_errors() -> None:
     m = kernel(lambda b, a: b.block.ops.append(Op("splat", [a[1]], [int32], {"shape": []})))
-    fails(m, "malformed op (ValueError")
+    fails(m, "op 'splat' (op 0): attribute 'shape' must be a non-empty list of positive integers")
 
 
 def test_unknown_attribute() -> None:
