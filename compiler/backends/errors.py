@@ -1,0 +1,20 @@
+"""Errors the backends raise: each names the kernel, the op's source line and what to do."""
+
+from __future__ import annotations
+
+from ..ir.core import Loc, Op
+
+
+class CompilationError(Exception):
+    """The kernel cannot be compiled for the target; the message says why and where."""
+
+    def __init__(self, message: str, kernel: str = "", loc: Loc | None = None) -> None:
+        where = f"{loc}: " if loc is not None else ""
+        name = f"kernel '{kernel}': " if kernel else ""
+        super().__init__(f"{where}{name}{message}")
+        self.kernel = kernel
+        self.loc = loc
+
+
+def op_error(op: Op, message: str, kernel: str = "") -> CompilationError:
+    return CompilationError(f"op '{op.name}': {message}", kernel, op.loc)

@@ -1,0 +1,334 @@
+"""Layout assignment: tile IR -> GPU IR, every tile value given an encoding.
+
+Encodings are unified over the ops that need equal layouts (elementwise ops, loads and stores,
+loop-carried values, broadcasts), and related structurally where one layout derives from
+another (`expand_dims` and `reduce`: a slice of the parent; `dot` operands: a dot operand of the
+result's layout). Each resulting class takes the coalesced layout of its widest memory access,
+else the default blocked layout. Where two uses disagree, a `convert_layout` op is inserted
+before the later use; the lowering moves its data through shared memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from ...ir.core import Block, Function, Module, Op, Value
+from ...ir.types import PointerType, TileType, elem_of, shape_of
+from ..errors import CompilationError, op_error
+from .axis import AxisAnalysis
+from .clone import clone_function
+from .encodings import Blocked, DotOperand, Encoding, Slice, coalesced_blocked, default_blocked
+from .linear import LinearLayout, log2, scalar_layout
+
+CONVERT = "convert_layout"
+
+SAME_LAYOUT = frozenset(
+    """exp exp2 log log2 sqrt rsqrt sin cos erf floor ceil neg abs add sub mul rem maximum minimum div div_rn
+    fdiv pow floordiv and or xor shl shr umulhi not cmp select fma cast bitcast addptr load store atomic_rmw
+    atomic_cas multiple_of max_contiguous max_constancy device_assert broadcast scan""".split()
+)
+MEMORY = {"load": 0, "store": 0, "atomic_rmw": 0, "atomic_cas": 0}
+
+Term = tuple[str, int, int]  # ("slice", axis, parent class) or ("dot", operand index, result class)
+
+
+@dataclass
+class GpuFunction:
+    """The GPU IR of a kernel: a copy of its function with `convert_layout` ops inserted,
+    and an encoding for every tile value."""
+
+    fn: Function
+    module_attrs: dict[str, object]
+    num_warps: int
+    encodings: dict[int, Encoding]
+    axis: AxisAnalysis
+    _layouts: dict[int, LinearLayout] = field(default_factory=dict)
+
+    def encoding(self, v: Value) -> Encoding | None:
+        return self.encodings.get(id(v))
+
+    def layout(self, v: Value) -> LinearLayout:
+        """Where each element of `v` lives; a scalar is held by every thread."""
+        key = id(v)
+        if key not in self._layouts:
+            enc = self.encodings.get(key)
+            if enc is None or not isinstance(v.type, TileType):
+                self._layouts[key] = scalar_layout(self.num_warps)
+            else:
+                self._layouts[key] = _linear(enc, v.type.shape)
+        return self._layouts[key]
+
+
+@lru_cache(maxsize=4096)
+def _linear(enc: Encoding, shape: tuple[int, ...]) -> LinearLayout:
+    return enc.linear(shape)
+
+
+class _Assigner:
+    def __init__(self, fn: Function, axis: AxisAnalysis, num_warps: int) -> None:
+        self.fn, self.axis, self.num_warps = fn, axis, num_warps
+        self.vclass: dict[int, int] = {}
+        self.parent: list[int] = []
+        self.rank: list[int] = []
+        self.shape: list[tuple[int, ...]] = []
+        self.term: dict[int, Term] = {}
+        self.prefs: list[tuple[Value, int, Blocked]] = []
+        self.inserts: dict[int, list[Op]] = {}
+
+    # ---- classes ----------------------------------------------------------------------------
+
+    def new_class(self, rank: int, shape: tuple[int, ...] = ()) -> int:
+        self.parent.append(len(self.parent))
+        self.rank.append(rank)
+        self.shape.append(shape)
+        return len(self.parent) - 1
+
+    def find(self, c: int) -> int:
+        while self.parent[c] != c:
+            self.parent[c] = self.parent[self.parent[c]]
+            c = self.parent[c]
+        return c
+
+    def cls(self, v: Value) -> int:
+        key = id(v)
+        if key not in self.vclass:
+            shape = shape_of(v.type)
+            for d in shape:
+                if d & (d - 1):
+                    raise CompilationError(f"tile {v.type} has a dimension that is not a power of two", self.fn.name)
+            self.vclass[key] = self.new_class(len(shape), shape)
+        return self.vclass[key]
+
+    def join(self, v: Value, c: int) -> None:
+        """Put a fresh value (an op result, a region argument) into class `c`."""
+        self.vclass[id(v)] = c
+        root = self.find(c)
+        shape = shape_of(v.type)
+        if _numel(shape) > _numel(self.shape[root]):
+            self.shape[root] = shape
+
+    def can_unify(self, a: int, b: int) -> bool:
+        a, b = self.find(a), self.find(b)
+        if a == b:
+            return True
+        if self.rank[a] != self.rank[b]:
+            return False
+        ta, tb = self.term.get(a), self.term.get(b)
+        if ta is None or tb is None:
+            return True
+        return ta[:2] == tb[:2] and self.can_unify(ta[2], tb[2])
+
+    def unify(self, a: int, b: int) -> None:
+        a, b = self.find(a), self.find(b)
+        if a == b:
+            return
+        ta, tb = self.term.pop(a, None), self.term.pop(b, None)
+        self.parent[b] = a
+        if _numel(self.shape[b]) > _numel(self.shape[a]):
+            self.shape[a] = self.shape[b]
+        if ta is not None and tb is not None:
+            self.unify(ta[2], tb[2])
+        term = ta or tb
+        if term is not None:
+            self.term[self.find(a)] = term
+
+    def can_derive(self, c: int, term: Term) -> bool:
+        c = self.find(c)
+        old = self.term.get(c)
+        if old is None:
+            return self.rank[c] == self.rank[self.find(term[2])] - (1 if term[0] == "slice" else 0)
+        return old[:2] == term[:2] and self.can_unify(old[2], term[2])
+
+    def derive(self, c: int, term: Term) -> None:
+        c = self.find(c)
+        old = self.term.get(c)
+        if old is not None:
+            self.unify(old[2], term[2])
+        else:
+            self.term[c] = term
+
+    # ---- edges ------------------------------------------------------------------------------
+
+    def convert(self, op: Op, i: int, target: int) -> None:
+        v = op.operands[i]
+        conv = Op(CONVERT, [v], [v.type], {}, (), op.loc)
+        self.join(conv.result, target)
+        op.operands[i] = conv.result
+        self.inserts.setdefault(id(op), []).append(conv)
+
+    def same(self, op: Op, indices: list[int], results: list[Value], target: int | None = None) -> int | None:
+        for i in indices:
+            v = op.operands[i]
+            if not isinstance(v.type, TileType):
+                continue
+            if target is None:
+                target = self.cls(v)
+            elif self.can_unify(target, self.cls(v)):
+                self.unify(target, self.cls(v))
+            else:
+                self.convert(op, i, target)
+        for r in results:
+            if isinstance(r.type, TileType):
+                if target is None:
+                    target = self.cls(r)
+                else:
+                    self.join(r, target)
+        return target
+
+    def block(self, block: Block) -> None:
+        for op in block.ops:
+            self.op(op)
+            for r in op.results:  # every tile gets a class, even one nothing relates
+                if isinstance(r.type, TileType):
+                    self.cls(r)
+
+    def op(self, op: Op) -> None:
+        name = op.name
+        if name == "call":
+            raise op_error(op, "calls must be inlined before code generation (run passes.inline)", self.fn.name)
+        if name in MEMORY and isinstance(op.operands[0].type, TileType):
+            self.prefer(op.operands[0])
+        if name in SAME_LAYOUT:
+            self.same(op, list(range(len(op.operands))), op.results)
+        elif name == "expand_dims" and isinstance(op.operands[0].type, TileType):
+            self.slice_edge(op, 0, self.cls(op.result), op.attrs["axis"])
+        elif name == "reduce":
+            src = self.same(op, list(range(len(op.operands))), [])
+            assert src is not None
+            if isinstance(op.results[0].type, TileType):
+                out = self.same(op, [], op.results)
+                assert out is not None
+                self.derive(out, ("slice", op.attrs["axis"], src))
+        elif name == "dot":
+            acc = self.same(op, [2], op.results)
+            assert acc is not None
+            for i in (0, 1):
+                target = self.new_class(self.rank[self.find(acc)])
+                self.term[target] = ("dot", i, acc)
+                self.convert(op, i, target)
+        elif name == "for":
+            body = op.regions[0]
+            self.carried(op, list(range(3, len(op.operands))), body.args[1:])
+            self.block(body)
+            self.yields(body, body.args[1:])
+            self.results(op.results, body.args[1:])
+        elif name == "if":
+            for region in op.regions:
+                self.block(region)
+            then = op.regions[0].terminator
+            assert then is not None
+            self.results(op.results, then.operands)
+            self.yields(op.regions[1], op.results)
+        elif name == "while":
+            before, after = op.regions
+            self.carried(op, list(range(len(op.operands))), before.args)
+            self.block(before)
+            cond = before.terminator
+            assert cond is not None
+            self.results(after.args, cond.operands[1:])
+            self.block(after)
+            self.yields(after, before.args)
+            self.results(op.results, after.args)
+
+    def slice_edge(self, op: Op, i: int, parent: int, axis: int) -> None:
+        term: Term = ("slice", axis, parent)
+        c = self.cls(op.operands[i])
+        if self.can_derive(c, term):
+            self.derive(c, term)
+        else:
+            target = self.new_class(self.rank[self.find(parent)] - 1)
+            self.term[target] = term
+            self.convert(op, i, target)
+
+    def carried(self, op: Op, indices: list[int], args: list[Value]) -> None:
+        for i, arg in zip(indices, args):
+            if isinstance(arg.type, TileType):
+                self.join(arg, self.cls(op.operands[i]))
+
+    def yields(self, block: Block, targets: list[Value]) -> None:
+        term = block.terminator
+        assert term is not None
+        for i, t in enumerate(targets):
+            if isinstance(t.type, TileType):
+                self.same(term, [i], [], self.cls(t))
+
+    def results(self, results: list[Value], sources: list[Value]) -> None:
+        for r, s in zip(results, sources):
+            if isinstance(r.type, TileType):
+                self.join(r, self.cls(s))
+
+    # ---- choosing encodings ------------------------------------------------------------------
+
+    def prefer(self, ptr: Value) -> None:
+        ty = ptr.type
+        assert isinstance(ty, TileType)
+        pointee = elem_of(ty)
+        assert isinstance(pointee, PointerType)
+        info = self.axis.info(ptr)
+        rank = len(ty.shape)
+        order = tuple(sorted(reversed(range(rank)), key=lambda d: -info.contig[d]))
+        nbytes = pointee.element_ty.itemsize
+        aligned = min(max(info.div[order[0]] // nbytes, 1), info.contig[order[0]])
+        per_thread = min(aligned, 16 // nbytes)
+        blocked = coalesced_blocked(ty.shape, order, per_thread, self.num_warps)
+        self.prefs.append((ptr, blocked.size_per_thread[order[0]] * nbytes, blocked))
+
+    def resolve(self) -> dict[int, Encoding]:
+        best: dict[int, tuple[int, Blocked]] = {}
+        for ptr, score, blocked in self.prefs:
+            root = self.find(self.vclass[id(ptr)])
+            if root not in best or score > best[root][0]:
+                best[root] = (score, blocked)
+        cache: dict[int, Encoding] = {}
+
+        def encoding(c: int) -> Encoding:
+            root = self.find(c)
+            if root not in cache:
+                term = self.term.get(root)
+                if term is not None and term[0] == "slice":
+                    cache[root] = Slice(term[1], encoding(term[2]))
+                elif term is not None:
+                    cache[root] = DotOperand(term[1], encoding(term[2]))
+                elif root in best:
+                    cache[root] = best[root][1]
+                else:
+                    cache[root] = default_blocked(self.shape[root], self.num_warps)
+            return cache[root]
+
+        return {key: encoding(c) for key, c in self.vclass.items()}
+
+    def materialize(self, block: Block) -> None:
+        ops: list[Op] = []
+        for op in block.ops:
+            ops.extend(self.inserts.get(id(op), []))
+            ops.append(op)
+            for region in op.regions:
+                self.materialize(region)
+        block.ops = ops
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def assign_layouts(module: Module, num_warps: int) -> GpuFunction:
+    """The GPU IR of `module`'s kernel for `num_warps` warps (the module is not modified)."""
+    log2(num_warps)
+    fn = clone_function(module.kernel)
+    axis = AxisAnalysis(module, fn)
+    assigner = _Assigner(fn, axis, num_warps)
+    for arg in fn.args:
+        if isinstance(arg.type, TileType):
+            raise CompilationError("kernel arguments must be scalars or pointers", fn.name)
+    assigner.block(fn.body)
+    encodings = assigner.resolve()
+    assigner.materialize(fn.body)
+    # Inserted converts have no axis facts of their own: they carry their operand's.
+    for op in fn.walk():
+        if op.name == CONVERT:
+            axis.infos[id(op.result)] = axis.info(op.operands[0])
+    return GpuFunction(fn, dict(module.attrs), num_warps, encodings, axis)

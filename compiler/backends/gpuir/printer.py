@@ -1,0 +1,62 @@
+"""The text form of GPU IR: the tile IR with each tile type followed by its layout alias.
+
+#L0 = blocked<spt=[4], tpw=[32], wpc=[4], order=[0]>
+func @add_kernel(%0: ptr<fp32>, ...) kernel num_warps=4 {
+  %3 = arange() {end = 1024, start = 0} : tile<1024xint32> #L0
+"""
+
+from __future__ import annotations
+
+from ...ir.core import Block, Op, Value
+from ...ir.printer import format_attrs
+from .assign import GpuFunction
+from .encodings import Encoding
+
+
+class _Printer:
+    def __init__(self, gpu: GpuFunction) -> None:
+        self.gpu = gpu
+        self.names: dict[int, str] = {}
+        self.aliases: dict[Encoding, str] = {}
+        self.lines: list[str] = []
+
+    def name(self, v: Value) -> str:
+        return self.names.setdefault(id(v), f"%{len(self.names)}")
+
+    def typed(self, v: Value) -> str:
+        enc = self.gpu.encoding(v)
+        if enc is None:
+            return str(v.type)
+        alias = self.aliases.setdefault(enc, f"#L{len(self.aliases)}")
+        return f"{v.type} {alias}"
+
+    def block(self, block: Block, indent: str) -> None:
+        for op in block.ops:
+            self.op(op, indent)
+
+    def op(self, op: Op, indent: str) -> None:
+        results = ", ".join(self.name(r) for r in op.results)
+        head = f"{indent}{results} = " if op.results else indent
+        operands = ", ".join(self.names.get(id(v), "%?") for v in op.operands)
+        text = f"{head}{op.name}({operands}){format_attrs(op.attrs)}"
+        if op.regions:
+            self.lines.append(text + " (")
+            for region in op.regions:
+                args = ", ".join(f"{self.name(a)}: {self.typed(a)}" for a in region.args)
+                self.lines.append(f"{indent}  ^({args}):")
+                self.block(region, indent + "    ")
+            text = indent + ")"
+        if op.results:
+            text += " : " + ", ".join(self.typed(r) for r in op.results)
+        self.lines.append(text)
+
+
+def print_gpuir(gpu: GpuFunction) -> str:
+    p = _Printer(gpu)
+    fn = gpu.fn
+    args = ", ".join(f"{p.name(a)}: {a.type}" for a in fn.args)
+    p.lines.append(f"func @{fn.name}({args}) kernel num_warps={gpu.num_warps} {{")
+    p.block(fn.body, "  ")
+    p.lines.append("}")
+    header = [f"{alias} = {enc}" for enc, alias in p.aliases.items()]
+    return "\n".join(header + p.lines) + "\n"

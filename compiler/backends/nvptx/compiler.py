@@ -1,0 +1,95 @@
+"""The NVPTX pipeline: tile IR -> GPU IR -> LLVM IR -> PTX -> cubin, every stage kept."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...ir.core import Module
+from ...ir.printer import print_module
+from ..errors import CompilationError
+from ..gpuir import assign_layouts, print_gpuir
+from .isolate import emit_ptx_isolated
+from .link import link_cubin, nvjitlink_version, parse_info_log
+from .llvm import emit_ptx, llvm_version, unresolved_intrinsics
+from .lower import lower
+from .target import PTX_VERSION, get_target
+
+
+@dataclass
+class CompiledKernel:
+    """A compiled kernel: `asm` holds every stage's output (`ir`, `gpuir`, `llir`, `ptx` as
+    text, `cubin` as bytes); `metadata` what a launcher needs (`name`, `num_warps`,
+    `shared` bytes of dynamic shared memory) and what ptxas reported (`registers`, spills)."""
+
+    name: str
+    asm: dict[str, str | bytes]
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def cubin(self) -> bytes:
+        data = self.asm["cubin"]
+        assert isinstance(data, bytes)
+        return data
+
+
+def _isolate_default() -> bool:
+    return os.environ.get("DESPINA_LLVM_ISOLATE", "1") not in ("0", "false", "no")
+
+
+def compile_module(
+    module: Module,
+    target: str = "sm_90",
+    num_warps: int = 4,
+    num_stages: int = 3,
+    *,
+    isolate: bool | None = None,
+) -> CompiledKernel:
+    """Compile `module`'s kernel for `target` (sm_80, sm_86, sm_89, sm_90, sm_90a).
+
+    `isolate` (default: on, `DESPINA_LLVM_ISOLATE=0` turns it off) runs LLVM in a worker
+    process so that an LLVM abort raises here instead of killing the caller.
+
+        >>> k = compile_module(module, target="sm_90", num_warps=4)
+        >>> k.metadata["shared"], k.asm["ptx"][:80]
+    """
+    tgt = get_target(target)
+    if num_warps < 1 or num_warps & (num_warps - 1) or num_warps > 32:
+        raise ValueError(f"num_warps must be a power of two from 1 to 32, got {num_warps}")
+    name = module.kernel.name
+    asm: dict[str, str | bytes] = {"ir": print_module(module)}
+    gpu = assign_layouts(module, num_warps)
+    asm["gpuir"] = print_gpuir(gpu)
+    llmodule, shared = lower(gpu, tgt)
+    raw = str(llmodule)
+    use_worker = _isolate_default() if isolate is None else isolate
+    optimized, ptx = (emit_ptx_isolated if use_worker else emit_ptx)(raw, tgt.arch)
+    asm["llir"], asm["ptx"] = optimized, ptx
+    missing = unresolved_intrinsics(ptx)
+    if missing:
+        raise CompilationError(
+            f"the PTX still calls {', '.join(missing)}: LLVM's NVPTX backend cannot lower these "
+            "on its own; the op that produced them needs a lowering rule (or libdevice)",
+            name,
+        )
+    cubin, log = link_cubin(ptx, tgt.arch, f"{name}.ptx")
+    asm["cubin"] = cubin
+    res = parse_info_log(log, name)
+    metadata: dict[str, Any] = {
+        "name": name,
+        "target": tgt.arch,
+        "num_warps": num_warps,
+        "num_stages": num_stages,
+        "num_threads": 32 * num_warps,
+        "shared": shared,
+        "registers": res.registers,
+        "spill_stores": res.spill_stores,
+        "spill_loads": res.spill_loads,
+        "stack": res.stack,
+        "ptx_version": "{}.{}".format(*PTX_VERSION),
+        "llvm_version": llvm_version(),
+        "nvjitlink_version": nvjitlink_version(),
+        "link_log": log,
+    }
+    return CompiledKernel(name, asm, metadata)

@@ -1,0 +1,79 @@
+"""PTX -> cubin with nvJitLink (from the `nvidia-nvjitlink` wheel; no CUDA toolkit needed),
+and the resource usage ptxas reports in nvJitLink's info log."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+class LinkError(RuntimeError):
+    """nvJitLink rejected the PTX; the message carries its error log."""
+
+
+@dataclass(frozen=True)
+class Resources:
+    registers: int = 0
+    spill_stores: int = 0
+    spill_loads: int = 0
+    stack: int = 0
+    static_shared: int = 0
+
+
+_REGS = re.compile(r"Used (\d+) registers")
+_SPILLS = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_SMEM = re.compile(r"(\d+) bytes smem")
+
+
+def parse_info_log(log: str, kernel: str) -> Resources:
+    """Registers, spills and stack of `kernel` from ptxas' verbose lines in the info log."""
+    lines = log.splitlines()
+    start = next((i for i, line in enumerate(lines) if "Function properties for" in line and kernel in line), None)
+    section = "\n".join(lines[start:] if start is not None else lines)
+    regs = _REGS.search(section)
+    spills = _SPILLS.search(section)
+    smem = _SMEM.search(section)
+    return Resources(
+        registers=int(regs.group(1)) if regs else 0,
+        stack=int(spills.group(1)) if spills else 0,
+        spill_stores=int(spills.group(2)) if spills else 0,
+        spill_loads=int(spills.group(3)) if spills else 0,
+        static_shared=int(smem.group(1)) if smem else 0,
+    )
+
+
+def nvjitlink_version() -> str:
+    from cuda.bindings import nvjitlink
+
+    return ".".join(map(str, nvjitlink.version()))
+
+
+def link_cubin(ptx: str, arch: str, name: str = "kernel.ptx") -> tuple[bytes, str]:
+    """(cubin, info log) for `ptx` on `arch` (e.g. `sm_90a`)."""
+    from cuda.bindings import nvjitlink
+
+    handle = nvjitlink.create(3, [f"-arch={arch}", "-O3", "-verbose"])
+    try:
+        data = ptx.encode()
+        try:
+            nvjitlink.add_data(handle, nvjitlink.InputType.PTX, data, len(data), name)
+            nvjitlink.complete(handle)
+        except nvjitlink.nvJitLinkError as e:
+            raise LinkError(f"nvJitLink failed for {arch}: {e}\n{_log(handle, error=True)}") from e
+        size = nvjitlink.get_linked_cubin_size(handle)
+        cubin = bytearray(size)
+        nvjitlink.get_linked_cubin(handle, cubin)
+        return bytes(cubin), _log(handle, error=False)
+    finally:
+        nvjitlink.destroy(handle)
+
+
+def _log(handle: int, error: bool) -> str:
+    from cuda.bindings import nvjitlink
+
+    size = (nvjitlink.get_error_log_size if error else nvjitlink.get_info_log_size)(handle)
+    if not size:
+        return ""
+    buf = bytearray(size)
+    (nvjitlink.get_error_log if error else nvjitlink.get_info_log)(handle, buf)
+    return buf.rstrip(b"\0").decode(errors="replace")

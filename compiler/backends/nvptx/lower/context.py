@@ -1,0 +1,224 @@
+"""The lowering driver: walks the GPU IR and calls one rule per op, building LLVM IR.
+
+Kernel ABI (see the package docstring): one `ptx_kernel` function named after the kernel, its
+parameters the kernel's arguments in order, a 1-D block of `32 * num_warps` threads, and
+`shared` bytes of dynamic shared memory (`global_smem`) that the launch must provide.
+"""
+
+from __future__ import annotations
+
+import re
+
+import llvmlite.ir as ir
+from llvmlite.ir.values import FunctionAttributes
+
+from ....ir.core import Block, Op, Value
+from ....ir.types import ElemType, elem_of
+from ...errors import CompilationError, op_error
+from ...gpuir import GpuFunction, LinearLayout
+from ..target import DATA_LAYOUT, TRIPLE, Target
+from .registry import RULES, Regs
+from .types import const, i1, i32, i64, llvm_type, sptr, void
+
+
+class _KernelAttributes(FunctionAttributes):
+    """Function attributes with LLVM string attributes (`"nvvm.maxntid"="128"`)."""
+
+    def __init__(self, strings: dict[str, str]) -> None:
+        super().__init__()
+        self.strings = strings
+
+    def __bool__(self) -> bool:
+        return True
+
+    def _to_list(self, ret_type: ir.Type) -> list[str]:
+        return super()._to_list(ret_type) + [f'"{k}"="{v}"' for k, v in self.strings.items()]
+
+
+class Lowering:
+    """State of one kernel's lowering: the LLVM function, its builder, the lowered values."""
+
+    def __init__(self, gpu: GpuFunction, target: Target) -> None:
+        fn = gpu.fn
+        self.gpu, self.target, self.kernel = gpu, target, fn.name
+        self.num_threads = 32 * gpu.num_warps
+        self.module = ir.Module(name=fn.name)
+        self.module.triple = TRIPLE
+        self.module.data_layout = DATA_LAYOUT
+        ftype = ir.FunctionType(void, [llvm_type(elem_of(a.type)) for a in fn.args])
+        self.func = ir.Function(self.module, ftype, name=fn.name)
+        self.func.calling_convention = "ptx_kernel"
+        n = str(self.num_threads)
+        self.func.attributes = _KernelAttributes({"nvvm.maxntid": n})
+        for arg, name in zip(self.func.args, fn.arg_names):
+            arg.name = re.sub(r"[^A-Za-z0-9_.]", "_", name) or "arg"
+        entry = self.func.append_basic_block("entry")
+        self.prologue = ir.IRBuilder(entry)
+        self.b = ir.IRBuilder(self.func.append_basic_block("body"))
+        self.tid = self.call("llvm.nvvm.read.ptx.sreg.tid.x", i32, [], builder=self.prologue)
+        self.lane = self.prologue.and_(self.tid, const(i32, 31), name="lane")
+        self.warp = self.prologue.lshr(self.tid, const(i32, 5), name="warp")
+        self.prologue.position_before(self.prologue.branch(self.b.block))
+        self.values: dict[int, Regs] = {id(a): [la] for a, la in zip(fn.args, self.func.args)}
+        self.smem_bytes = 0
+        self._used = {id(v) for op in fn.walk() for v in op.operands}
+        self._smem: ir.Value | None = None
+        self._dyn: dict[tuple[object, ...], list[ir.Value]] = {}
+        self._owner: dict[tuple[int, int], ir.Value | None] = {}
+
+    # ---- driving ----------------------------------------------------------------------------
+
+    def run(self) -> ir.Module:
+        self.lower_block(self.gpu.fn.body)
+        if not self.b.block.is_terminated:
+            self.b.ret_void()
+        return self.module
+
+    def lower_block(self, block: Block) -> Op | None:
+        """Lower every op of `block` but a terminator, which it returns."""
+        for op in block.ops:
+            if op.name in ("yield", "condition"):
+                return op
+            self.lower_op(op)
+        return None
+
+    def lower_region(self, block: Block, args: list[Regs]) -> list[Regs]:
+        """Lower a region with its arguments bound; the registers its terminator passes on."""
+        for a, regs in zip(block.args, args):
+            self.values[id(a)] = regs
+        term = self.lower_block(block)
+        return [self.get(v) for v in term.operands] if term is not None else []
+
+    def lower_op(self, op: Op) -> None:
+        rule = RULES.get(op.name)
+        if rule is None:
+            raise op_error(op, "the NVPTX backend has no lowering rule for this op", self.kernel)
+        try:
+            results = rule(self, op, [self.get(v) for v in op.operands])
+        except CompilationError:
+            raise
+        except (ValueError, KeyError, NotImplementedError) as e:
+            raise op_error(op, str(e), self.kernel) from e
+        for r, regs in zip(op.results, results):
+            want = self.layout(r).num_regs
+            if len(regs) != want:
+                raise op_error(op, f"lowering produced {len(regs)} registers, its layout has {want}", self.kernel)
+            self.values[id(r)] = regs
+
+    def is_used(self, v: Value) -> bool:
+        return id(v) in self._used
+
+    def get(self, v: Value) -> Regs:
+        return self.values[id(v)]
+
+    def error(self, op: Op, message: str) -> CompilationError:
+        return op_error(op, message, self.kernel)
+
+    # ---- facts about values -----------------------------------------------------------------
+
+    def layout(self, v: Value) -> LinearLayout:
+        return self.gpu.layout(v)
+
+    @staticmethod
+    def elem(v: Value) -> ElemType:
+        return elem_of(v.type)
+
+    def ltype(self, v: Value) -> ir.Type:
+        return llvm_type(elem_of(v.type))
+
+    # ---- LLVM helpers -----------------------------------------------------------------------
+
+    def declare(self, name: str, ret: ir.Type, args: list[ir.Type], var_arg: bool = False) -> ir.Function:
+        fn = self.module.globals.get(name)
+        if fn is None:
+            fn = ir.Function(self.module, ir.FunctionType(ret, args, var_arg=var_arg), name=name)
+        assert isinstance(fn, ir.Function)
+        return fn
+
+    def call(self, name: str, ret: ir.Type, args: list[ir.Value], builder: ir.IRBuilder | None = None) -> ir.Value:
+        fn = self.declare(name, ret, [a.type for a in args])
+        return (builder or self.b).call(fn, args)
+
+    def asm(
+        self, ret: ir.Type, text: str, constraints: str, args: list[ir.Value], side_effect: bool = False
+    ) -> ir.Value:
+        ftype = ir.FunctionType(ret, [a.type for a in args])
+        return self.b.asm(ftype, text, constraints, args, side_effect)
+
+    def barrier(self) -> None:
+        self.call("llvm.nvvm.barrier0", void, [])
+
+    def smem(self, nbytes: int) -> ir.Value:
+        """The base of the dynamic shared memory, reserving `nbytes` of scratch from offset 0.
+
+        Every shared-memory user today is scratch that lives within one op, so all of them
+        start at 0 and the kernel needs the largest; each user fences with barriers."""
+        self.smem_bytes = max(self.smem_bytes, nbytes)
+        if self._smem is None:
+            g = ir.GlobalVariable(self.module, ir.ArrayType(ir.IntType(8), 0), "global_smem", addrspace=3)
+            g.linkage = "external"
+            g.align = 16
+            # The builder folds a bitcast between pointer types it deems equal; build it directly
+            # so the base has llvmlite's opaque `ptr addrspace(3)` type.
+            cast = ir.instructions.CastInstr(self.prologue.block, "bitcast", g, sptr, name="smem")
+            self.prologue._insert(cast)
+            self._smem = cast
+        return self._smem
+
+    def program_scalar(self, name: str) -> ir.Value:
+        return self.call(f"llvm.nvvm.read.ptx.sreg.{name}", i32, [])
+
+    # ---- where registers live -----------------------------------------------------------------
+
+    def dyn_index(self, ll: LinearLayout) -> list[ir.Value]:
+        """The lane- and warp-dependent part of every dim's index (computed once, at entry)."""
+        key = (ll.rank, ll.lane, ll.warp)
+        if key not in self._dyn:
+            b = self.prologue
+            dims: list[ir.Value] = []
+            for d in range(ll.rank):
+                total: ir.Value = const(i32, 0)
+                for source, bases in ((self.lane, ll.lane), (self.warp, ll.warp)):
+                    for bit, basis in enumerate(bases):
+                        if not basis[d]:
+                            continue
+                        on = b.and_(b.lshr(source, const(i32, bit)), const(i32, 1))
+                        total = b.xor(total, b.mul(on, const(i32, basis[d])))
+                dims.append(total)
+            self._dyn[key] = dims
+        return self._dyn[key]
+
+    def index(self, ll: LinearLayout, r: int) -> list[ir.Value]:
+        """The tile index (one i32 per dim) of register `r` in this thread."""
+        dyn = self.dyn_index(ll)
+        static = ll.reg_index(r)
+        return [self.b.xor(dyn[d], const(i32, static[d])) if static[d] else dyn[d] for d in range(ll.rank)]
+
+    def owner(self, ll: LinearLayout) -> ir.Value | None:
+        """True in the one thread that owns each element (None: no element is replicated).
+
+        Stores and atomics use it so replicated elements are written once."""
+        key = (ll.lane_free_mask(), ll.warp_free_mask())
+        if key not in self._owner:
+            lane_mask, warp_mask = key
+            b = self.prologue
+            pred: ir.Value | None = None
+            for source, mask in ((self.lane, lane_mask), (self.warp, warp_mask)):
+                if mask:
+                    zero = b.icmp_unsigned("==", b.and_(source, const(i32, mask)), const(i32, 0))
+                    pred = zero if pred is None else b.and_(pred, zero)
+            self._owner[key] = pred
+        return self._owner[key]
+
+    def and_preds(self, a: ir.Value | None, b: ir.Value | None) -> ir.Value | None:
+        if a is None or b is None:
+            return a if b is None else b
+        return self.b.and_(a, b)
+
+
+def to_i64(ctx: Lowering, v: ir.Value) -> ir.Value:
+    return ctx.b.sext(v, i64) if v.type != i64 else v
+
+
+def bool_const(value: bool) -> ir.Constant:
+    return const(i1, int(value))

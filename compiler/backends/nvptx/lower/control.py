@@ -1,0 +1,101 @@
+"""Structured control flow: `for`, `if`, `while`, `return`; tiles are carried as one phi per
+register, in the layout the carried value has on both sides of the back edge."""
+
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from ....ir.core import Op
+from ....ir.types import ScalarType, elem_of
+from .context import Lowering
+from .registry import Regs, lowering
+
+
+def _phis(ctx: Lowering, values: list[Regs], pred: ir.Block) -> list[list[ir.PhiInstr]]:
+    out = []
+    for regs in values:
+        row = []
+        for v in regs:
+            phi = ctx.b.phi(v.type)
+            phi.add_incoming(v, pred)
+            row.append(phi)
+        out.append(row)
+    return out
+
+
+def _close(phis: list[list[ir.PhiInstr]], values: list[Regs], block: ir.Block) -> None:
+    for row, regs in zip(phis, values):
+        for phi, v in zip(row, regs):
+            phi.add_incoming(v, block)
+
+
+@lowering("for")
+def for_loop(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
+    b = ctx.b
+    lo, hi, step = args[0][0], args[1][0], args[2][0]
+    bound = elem_of(op.operands[0].type)
+    signed = isinstance(bound, ScalarType) and bound.is_int_signed()
+    header = ctx.func.append_basic_block("for.header")
+    body = ctx.func.append_basic_block("for.body")
+    exit_ = ctx.func.append_basic_block("for.exit")
+    pre = b.block
+    b.branch(header)
+    b.position_at_end(header)
+    (iv,), *carried = _phis(ctx, [[lo], *args[3:]], pre)
+    cond = b.icmp_signed("<", iv, hi) if signed else b.icmp_unsigned("<", iv, hi)
+    b.cbranch(cond, body, exit_)
+    b.position_at_end(body)
+    yields = ctx.lower_region(op.regions[0], [[iv], *carried])
+    latch = b.block
+    _close([[iv]], [[b.add(iv, step)]], latch)
+    _close(carried, yields, latch)
+    b.branch(header)
+    b.position_at_end(exit_)
+    return [list(row) for row in carried]
+
+
+@lowering("if")
+def if_op(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
+    b = ctx.b
+    then_bb = ctx.func.append_basic_block("if.then")
+    else_bb = ctx.func.append_basic_block("if.else")
+    merge = ctx.func.append_basic_block("if.end")
+    b.cbranch(args[0][0], then_bb, else_bb)
+    ends: list[tuple[ir.Block, list[Regs]]] = []
+    for region, block in zip(op.regions, (then_bb, else_bb)):
+        b.position_at_end(block)
+        values = ctx.lower_region(region, [])
+        ends.append((b.block, values))
+        b.branch(merge)
+    b.position_at_end(merge)
+    (then_end, then_vals), (else_end, else_vals) = ends
+    phis = _phis(ctx, then_vals, then_end)
+    _close(phis, else_vals, else_end)
+    return [list(row) for row in phis]
+
+
+@lowering("while")
+def while_loop(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
+    b = ctx.b
+    before_bb = ctx.func.append_basic_block("while.before")
+    after_bb = ctx.func.append_basic_block("while.after")
+    exit_ = ctx.func.append_basic_block("while.exit")
+    pre = b.block
+    b.branch(before_bb)
+    b.position_at_end(before_bb)
+    phis = _phis(ctx, args, pre)
+    cond, *passed = ctx.lower_region(op.regions[0], [list(r) for r in phis])
+    b.cbranch(cond[0], after_bb, exit_)
+    b.position_at_end(after_bb)
+    yields = ctx.lower_region(op.regions[1], passed)
+    _close(phis, yields, b.block)
+    b.branch(before_bb)
+    b.position_at_end(exit_)
+    return passed
+
+
+@lowering("return")
+def return_op(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
+    if not ctx.b.block.is_terminated:
+        ctx.b.ret_void()
+    return []

@@ -1,0 +1,44 @@
+"""NVPTX targets: the GPU architectures the backend compiles for, and their PTX settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+TRIPLE = "nvptx64-nvidia-cuda"
+DATA_LAYOUT = "e-p6:32:32-i64:64-i128:128-i256:256-v16:16-v32:32-n16:32:64"
+
+# PTX ISA 8.7 (CUDA 12.8): accepted by every nvJitLink from 12.8 on, 13.0 included, and it
+# covers sm_80 .. sm_90a. A newer ISA would make cubins fail to link on older drivers' stacks.
+PTX_VERSION = (8, 7)
+
+
+@dataclass(frozen=True)
+class Target:
+    """One GPU architecture, named as nvcc names it (`sm_90a`)."""
+
+    arch: str
+    capability: int
+
+    @property
+    def features(self) -> str:
+        return f"+ptx{PTX_VERSION[0]}{PTX_VERSION[1]}"
+
+    @property
+    def arch_specific(self) -> bool:
+        return self.arch.endswith("a")
+
+
+TARGETS: dict[str, Target] = {
+    name: Target(name, int(name[3:5])) for name in ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a")
+}
+
+
+def get_target(name: str) -> Target:
+    """The target named `name` (`"sm_90"`, also `"90"` or `90`), or a ValueError listing them."""
+    key = str(name).strip().lower()
+    if not key.startswith("sm_"):
+        key = "sm_" + key
+    target = TARGETS.get(key)
+    if target is None:
+        raise ValueError(f"unsupported target {name!r}: the NVPTX backend supports {', '.join(TARGETS)}")
+    return target
