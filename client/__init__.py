@@ -7,10 +7,14 @@
     def kernel(x_ptr, n, BLOCK: tl.constexpr): ...
 """
 
-from . import language
+from . import language, testing
+from .autotuner import Config, autotune, heuristics
+from .compile_api import CompiledKernel, compile
 from .frontend.errors import CompilationError
-from .jit import JITFunction, jit
+from .jit import JITFunction, jit, reinterpret
 from .language.arith import cdiv
+from .remote import set_server
+from .runtime import DeviceArray
 
 
 def next_power_of_2(n: int) -> int:
@@ -20,4 +24,7 @@ def next_power_of_2(n: int) -> int:
 
 
 __version__ = "0.1.0"
-__all__ = ["CompilationError", "JITFunction", "cdiv", "jit", "language", "next_power_of_2"]
+__all__ = [
+    "CompilationError", "CompiledKernel", "Config", "DeviceArray", "JITFunction", "autotune", "cdiv", "compile",
+    "heuristics", "jit", "language", "next_power_of_2", "reinterpret", "set_server", "testing",
+]
