@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import inspect
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
@@ -27,12 +26,13 @@ from . import arguments
 from .frontend.codegen import generate_module, is_constexpr_annotation
 from .frontend.errors import CompilationError
 from .frontend.source import Source
+from .runtime import env as _env
 
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "stream", "enable_fp_fusion")
 
 
 def interpret_default() -> bool:
-    return os.environ.get("DESPINA_INTERPRET", "0").lower() in ("1", "true", "yes", "on")
+    return _env.flag("DESPINA_INTERPRET")
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,7 @@ class JITFunction:
         self._source: Source | None = None
         self.cache: dict[tuple[Any, ...], Module] = {}
         self.used_globals: dict[str, Any] = {}
+        self._dispatcher: Any = None
 
     @property
     def source(self) -> Source:
@@ -146,7 +147,7 @@ class JITFunction:
                 params.append((name, _t.PointerType(elem)))
                 if aligned:
                     divisible.append(index)
-            elif isinstance(value, (bool, int, float)) or hasattr(value, "dtype") and not hasattr(value, "shape"):
+            elif isinstance(value, (bool, int, float)) or getattr(value, "shape", None) == ():  # NumPy scalars too
                 try:
                     ty = arguments.scalar_type(value)
                 except (TypeError, OverflowError) as exc:
@@ -188,19 +189,15 @@ class JITFunction:
     # ---- launching ---------------------------------------------------------------------------
 
     def run(self, *args: Any, grid: Any, **kwargs: Any) -> None:
-        launch = {k: kwargs.pop(k) for k in LAUNCH_OPTIONS if k in kwargs and k not in self.arg_names}
         interpret = self.interpret if self.interpret is not None else interpret_default()
-        debug = self.debug if self.debug is not None else (interpret or os.environ.get("DESPINA_DEBUG") == "1")
-        options = Options(int(launch.get("num_warps", 4)), int(launch.get("num_stages", 3)), bool(debug))
+        if not interpret:
+            return (self._dispatcher or self._gpu_dispatcher()).launch(args, kwargs, grid)
+        launch = {k: kwargs.pop(k) for k in LAUNCH_OPTIONS if k in kwargs and k not in self.arg_names}
+        options = self.options(launch, interpret)
         bound = self.bind(args, kwargs)
         spec = self.specialize(bound, options)
         grid_dims = self._grid(grid, bound, launch)
         module = self.ir(spec, options)
-        if not interpret:
-            raise RuntimeError(
-                f"kernel '{self.__name__}': no GPU launcher is available in this build; "
-                "set DESPINA_INTERPRET=1 (or @despina.jit(interpret=True)) to run it in the interpreter"
-            )
         if 0 in grid_dims:
             return
         from despina.compiler.interpreter import run_kernel
@@ -208,6 +205,19 @@ class JITFunction:
         buffers = [arguments.host_buffer(a.base if isinstance(a, TensorWrapper) else a) if arguments.is_array(a) else a
                    for a in spec.runtime_args]
         run_kernel(module, grid_dims, buffers)
+
+    def options(self, launch: dict[str, Any], interpret: bool) -> Options:
+        """The compile options of a launch: num_warps and num_stages from its launch options; debug from
+        the kernel, else on in the interpreter or with DESPINA_DEBUG=1."""
+        debug = self.debug if self.debug is not None else (interpret or _env.get("DESPINA_DEBUG") == "1")
+        return Options(int(launch.get("num_warps", 4)), int(launch.get("num_stages", 3)), bool(debug))
+
+    def _gpu_dispatcher(self) -> Any:
+        """The GPU launch path (`despina.runtime.dispatch`): specializations to ready launchers."""
+        from .runtime.dispatch import Dispatcher
+
+        self._dispatcher = Dispatcher(self)
+        return self._dispatcher
 
     def _grid(self, grid: Any, bound: dict[str, Any], launch: dict[str, Any]) -> tuple[int, int, int]:
         if callable(grid):

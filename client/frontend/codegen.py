@@ -13,7 +13,7 @@ import inspect
 import operator
 import types
 from collections.abc import Sequence
-from typing import Any, Optional
+from typing import Any
 
 from despina import language as tl
 from despina.compiler.ir import types as _t
@@ -93,7 +93,8 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
         except (CompilationError, LoopExit):
             raise
         except RecursionError:
-            raise self.error(node, "the kernel nests too deeply to compile") from None
+            raise self.error(node, "the kernel nests too deeply to compile; split deep expressions or chains of "
+                             "helper calls") from None
         except Exception as exc:
             raise self.error(node, _describe(exc)) from exc
         finally:
@@ -135,12 +136,14 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
         value = self.visit(node.value)
         annotation = self.visit(node.annotation)
         if annotation is constexpr and isinstance(value, tensor):
-            raise self.error(node.value, "a value annotated tl.constexpr must be known at compile time")
+            raise self.error(node.value, "a value annotated tl.constexpr must be known at compile time; compute it "
+                             "from literals and tl.constexpr parameters, or drop the annotation")
         self.assign(node.target, value)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         if not isinstance(node.target, ast.Name):
-            raise self.error(node.target, "only names can be targets of augmented assignment")
+            raise self.error(node.target, "only names can be targets of augmented assignment; assign to a name "
+                             "(`v = t[0] + 1`)")
         current = self.lookup(node.target.id, node.target)
         self.assign(node.target, self.binop(node.op, current, self.visit(node.value), node))
 
@@ -150,26 +153,30 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
             return
         if isinstance(target, (ast.Tuple, ast.List)):
             if not isinstance(value, (tuple, list)):
-                raise self.error(target, f"cannot unpack {_kind_of(value)} into {len(target.elts)} names")
+                hint = "; use tl.split to take a tile apart" if isinstance(value, tensor) else ""
+                raise self.error(target, f"cannot unpack {_kind_of(value)} into {len(target.elts)} names{hint}")
             if len(value) != len(target.elts):
                 raise self.error(target, f"cannot unpack {len(value)} values into {len(target.elts)} names")
             for t, v in zip(target.elts, value):
                 self.assign(t, v)
             return
-        raise self.error(target, f"assignment to {type(target).__name__} is not supported; tiles are values, build a new one")
+        raise self.error(target, f"assignment to {type(target).__name__} is not supported; tiles are values, build a new "
+                         "one (e.g. x = tl.where(offs == i, value, x))")
 
     def visit_Return(self, node: ast.Return) -> None:
         if self.dynamic_loop_depth():
             raise self.error(node, "return inside a loop is not supported; restructure the loop or use a mask")
-        self.return_value = None if node.value is None else self.visit(node.value)
+        value = None if node.value is None else self.visit(node.value)
+        if isinstance(value, tuple) and any(isinstance(v, (tuple, list)) for v in value):
+            raise self.error(node, "nested tuples cannot be returned from a @jit function; return a flat tuple")
+        self.return_value = value
         self.returned = True
 
     def visit_Assert(self, node: ast.Assert) -> None:
         cond = self.visit(node.test)
         msg = "" if node.msg is None else self.visit(node.msg)
         if isinstance(cond, tensor):
-            if self.ctx.debug:
-                tl.device_assert(cond, str(msg))
+            tl.device_assert(cond, str(msg))
         elif not cond:
             raise self.error(node, f"assertion failed at compile time{': ' + str(msg) if msg else ''}")
 
@@ -204,7 +211,8 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
                 )
         if name in _PY_BUILTINS:
             return getattr(builtins, name)
-        raise self.error(node, f"name '{name}' is not defined")
+        raise self.error(node, f"name '{name}' is not defined; assign it before this line (a name first assigned "
+                         "inside a run-time loop, or in only one branch of a run-time `if`, does not exist after it)")
 
     def visit_Attribute(self, node: ast.Attribute) -> Any:
         value = self.visit(node.value)
@@ -232,7 +240,8 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
         if isinstance(value, tensor):
             return value[index]
         if isinstance(index, tensor):
-            raise self.error(node.slice, "a tuple index must be a constexpr")
+            raise self.error(node.slice, "a tuple index must be a constexpr; index with a literal or a tl.constexpr "
+                             "parameter")
         return value[index]
 
     def visit_JoinedStr(self, node: ast.JoinedStr) -> str:
@@ -243,7 +252,7 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
             elif isinstance(v, ast.FormattedValue):
                 value = self.visit(v.value)
                 if isinstance(value, tensor):
-                    raise self.error(v, "f-strings can only format constexprs; use tl.device_print for run-time values")
+                    raise self.error(node, "f-strings can only format constexprs; use tl.device_print for run-time values")
                 spec = self.visit(v.format_spec) if v.format_spec is not None else ""
                 parts.append(format(value, spec))
         return "".join(parts)
@@ -254,7 +263,7 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
     def binop(self, op: ast.operator, left: Any, right: Any, node: ast.AST) -> Any:
         fn = _BINOPS.get(type(op))
         if fn is None:
-            raise self.error(node, f"operator {type(op).__name__} is not supported")
+            raise self.error(node, f"operator {type(op).__name__} is not supported in kernels; use tl.dot for matrix products")
         return fn(left, right)
 
     def visit_UnaryOp(self, node: ast.UnaryOp) -> Any:
@@ -285,7 +294,9 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
         result: Any = None
         for op, right_node in zip(node.ops, node.comparators):
             right = self.visit(right_node)
-            if isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) and (isinstance(left, tensor) or isinstance(right, tensor)):
+            identity_with_none = isinstance(op, (ast.Is, ast.IsNot)) and (left is None or right is None)
+            if isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) and not identity_with_none and (
+                    isinstance(left, tensor) or isinstance(right, tensor)):
                 raise self.error(node, f"'{type(op).__name__}' cannot compare tensors; use == or !=")
             value = _CMPOPS[type(op)](left, right)
             if result is None:
@@ -341,6 +352,9 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
         if any(isinstance(a, tensor) for a in list(args) + list(kwargs.values())):
             name = getattr(fn, "__name__", repr(fn))
             if fn not in (builtins.len, builtins.isinstance, builtins.abs, builtins.getattr, builtins.hasattr):
+                if getattr(builtins, name, None) is fn:
+                    raise self.error(node, f"Python's {name}() cannot take a tensor, whose value is known only at run "
+                                     "time; use the tl builtins (e.g. x.to(dtype) instead of int(x) or float(x))")
                 raise self.error(node, f"'{name}' is not a @despina.jit function and cannot take tensor arguments; "
                                  "decorate it with @despina.jit")
         return fn(*[unwrap(a) for a in args], **{k: unwrap(v) for k, v in kwargs.items()})
@@ -387,7 +401,7 @@ class ModuleContext:
         """Generate `jitfn` as a function. `params` pairs each parameter name with an IR type (a
         run-time argument) or a `constexpr` (a compile-time value)."""
         if jitfn in self.stack:
-            raise RecursionError
+            raise TypeError(f"'{jitfn.fn.__name__}' calls itself; recursion is not supported in kernels, rewrite it as a loop")
         source = jitfn.source
         arg_names = [n for n, p in params if not isinstance(p, constexpr)]
         arg_types = [p for n, p in params if not isinstance(p, constexpr)]
@@ -402,7 +416,7 @@ class ModuleContext:
         gen = CodeGenerator(self, jitfn, source, scope, builder)
         self.stack.append(jitfn)
         try:
-            with tracing(builder, self.inline_jit):
+            with tracing(builder, self.inline_jit, self.debug):
                 gen.visit_statements(source.tree.body)
                 returns = gen.return_value
                 values = _flatten_returns(returns)
@@ -447,15 +461,10 @@ def _flatten_returns(value: Any) -> list[tensor]:
     if value is None:
         return []
     items = value if isinstance(value, tuple) else (value,)
-    out = []
-    for v in items:
-        if isinstance(v, (tuple, list)):
-            raise TypeError("nested tuples cannot be returned from a @jit function")
-        out.append(to_tensor(v))
-    return out
+    return [to_tensor(v) for v in items]
 
 
-def generate_module(jitfn: Any, params: list[tuple[str, Any]], debug: bool, attrs: Optional[dict[str, Any]] = None
+def generate_module(jitfn: Any, params: list[tuple[str, Any]], debug: bool, attrs: dict[str, Any] | None = None
                     ) -> tuple[Module, dict[str, Any]]:
     """The tile IR module of kernel `jitfn` specialized on `params`, and the globals it read."""
     ctx = ModuleContext(jitfn.fn.__name__, debug)

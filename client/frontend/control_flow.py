@@ -45,6 +45,16 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (bool, int, float)) and not isinstance(value, tensor)
 
 
+def _has_tensor(value: Any) -> bool:
+    if isinstance(value, (tuple, list)):
+        return any(_has_tensor(v) for v in value)
+    return isinstance(value, tensor)
+
+
+def _same_constexpr(a: Any, b: Any) -> bool:
+    return a is b or (not _has_tensor(a) and not _has_tensor(b) and type(a) is type(b) and a == b)
+
+
 class ControlFlow:
     """Mixin of `CodeGenerator` for control flow."""
 
@@ -106,12 +116,13 @@ class ControlFlow:
         for n in names:
             a, b = then_scope.get(n, before.get(n)), else_scope.get(n, before.get(n))
             if not isinstance(a, tensor) and not isinstance(b, tensor):
-                if a is b or (type(a) is type(b) and a == b):
+                if _same_constexpr(a, b):
                     results.append((n, a))
                     continue
                 if not (_is_number(a) and _is_number(b)):
                     raise self.error(node, f"'{n}' takes different compile-time values in the two branches; "
-                                     "it must be a tensor or the same constexpr on both sides")
+                                     "it must be a tensor or the same constexpr on both sides (unpack tuples into "
+                                     "separate variables)")
             ta, tb = self._unify_branch_values(node, n, a, b, then_block, else_block)
             then_values.append(ta.handle)
             else_values.append(tb.handle)
@@ -156,10 +167,11 @@ class ControlFlow:
     def _trace_loop(self: CodeGenerator, node: ast.AST, names: list[str], build: Any
                     ) -> tuple[list[tensor], list[tensor], Any]:
         """Materialize the carried `names`, call `build(inits)` (which traces the regions and
-        returns the yielded tensors and its result) and retrace when a weak init changes type."""
+        returns the yielded tensors and its result) and retrace when a weak init changes type.
+        Each retrace makes one more init strong, so this ends after at most len(names) + 1 traces."""
         weak = {n: _is_number(self.scope[n]) for n in names}
         inits = [to_tensor(self.scope[n]) for n in names]
-        for _ in range(3):
+        while True:
             outs, result = build(inits)
             changed = False
             for i, (n, init, out) in enumerate(zip(names, inits, outs)):
@@ -174,7 +186,21 @@ class ControlFlow:
                 changed = True
             if not changed:
                 return inits, outs, result
-        raise self.error(node, "the types of the loop's carried values do not settle")
+
+    def _loop_outs(self: CodeGenerator, node: ast.For | ast.While, names: list[str], inits: list[tensor], block: Block,
+                   after: dict[str, Any], induction: str | None = None) -> list[tensor]:
+        """The tensors the body `block` yields for the carried `names`. A compile-time value (a tuple,
+        a string) that the body changes cannot be carried: that is an error, not a lost update."""
+        for n in _assigned_names(node.body):
+            if n in self.scope and n not in names and n != induction and not _same_constexpr(self.scope[n], after[n]):
+                raise self.error(node, f"'{n}' changes inside a run-time loop but only tensors and numbers can be "
+                                 "carried from one iteration to the next; unpack tuples into separate variables")
+        outs = []
+        with self.builder.at(block):
+            for n, init in zip(names, inits):
+                value = after[n]
+                outs.append(value if isinstance(value, tensor) else to_tensor(value, init.dtype))  # type: ignore[arg-type]
+        return outs
 
     def _bind_outs(self: CodeGenerator, names: list[str], outs: Sequence[Value]) -> None:
         for n, v in zip(names, outs):
@@ -182,7 +208,7 @@ class ControlFlow:
 
     def visit_For(self: CodeGenerator, node: ast.For) -> None:
         if node.orelse:
-            raise self.error(node, "for-else is not supported in kernels")
+            raise self.error(node, "for-else is not supported in kernels; set a flag in the loop and test it after")
         if isinstance(node.iter, ast.Call) and self.visit(node.iter.func) is builtins.range:
             iterable: Any = tl.range(*[self.visit(a) for a in node.iter.args])
         else:
@@ -220,7 +246,8 @@ class ControlFlow:
         bounds = [to_tensor(v) for v in (rng.start, rng.end, rng.step)]
         for b in bounds:
             if b.shape or not b.dtype.is_int():
-                raise self.error(node.iter, f"loop bounds must be integer scalars, got {b.type}")
+                raise self.error(node.iter, f"loop bounds must be integer scalars, got {b.type}; convert a float with "
+                                 ".to(tl.int32) and reduce a tile with tl.max or tl.sum")
         wide = any(b.dtype.primitive_bitwidth == 64 for b in bounds)
         ity = _t.int64 if wide else _t.int32
         bounds = [cast(b, ity) for b in bounds]
@@ -243,12 +270,7 @@ class ControlFlow:
                 after = self._trace_body(block, scope, node.body)
             finally:
                 self.dynamic_depth -= 1
-            outs = []
-            for n, init in zip(names, inits):
-                with self.builder.at(block):
-                    value = after[n]
-                    outs.append(value if isinstance(value, tensor) else to_tensor(value, init.dtype))  # type: ignore[arg-type]
-            return outs, block
+            return self._loop_outs(node, names, inits, block, after, iv_name), block
 
         inits, outs, block = self._trace_loop(node, names, build)
         self._yield(block, [o.handle for o in outs])
@@ -257,7 +279,7 @@ class ControlFlow:
 
     def visit_While(self: CodeGenerator, node: ast.While) -> None:
         if node.orelse:
-            raise self.error(node, "while-else is not supported in kernels")
+            raise self.error(node, "while-else is not supported in kernels; set a flag in the loop and test it after")
         names = self._carried(node.body)
 
         def build(inits: list[tensor]) -> tuple[list[tensor], tuple[Block, Block]]:
@@ -274,7 +296,8 @@ class ControlFlow:
                     raise self.error(node.test, "a `while` condition must depend on run-time values; "
                                      "loops over constexprs belong in tl.static_range")
                 if cond.shape:
-                    raise self.error(node.test, f"a `while` condition must be a scalar, got {cond.type}")
+                    raise self.error(node.test, f"a `while` condition must be a scalar, got {cond.type}; reduce the "
+                                     "tile first (e.g. tl.max(x, 0) > 0 instead of x > 0)")
                 self.builder.create("condition", [cast(cond, _t.int1).handle] + list(before.args))
             finally:
                 self.scope, self.builder.block = saved_scope, saved_block
@@ -286,12 +309,7 @@ class ControlFlow:
                 result = self._trace_body(after, body_scope, node.body)
             finally:
                 self.dynamic_depth -= 1
-            outs = []
-            for n, init in zip(names, inits):
-                with self.builder.at(after):
-                    value = result[n]
-                    outs.append(value if isinstance(value, tensor) else to_tensor(value, init.dtype))  # type: ignore[arg-type]
-            return outs, (before, after)
+            return self._loop_outs(node, names, inits, after, result), (before, after)
 
         inits, outs, (before, after) = self._trace_loop(node, names, build)
         self._yield(after, [o.handle for o in outs])

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 
 class CompilationError(Exception):
     """A kernel could not be compiled. The message names the kernel and `file:line:column`,
     shows the source line with a caret under the column, and says what to do."""
 
-    def __init__(self, kernel: str, file: str, line: int, col: int, message: str, source_line: Optional[str] = None) -> None:
+    def __init__(self, kernel: str, file: str, line: int, col: int, message: str, source_line: str | None = None) -> None:
         self.kernel = kernel
         self.file = file
         self.line = line

@@ -6,8 +6,9 @@ import ast
 import inspect
 import linecache
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass

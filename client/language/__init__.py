@@ -71,6 +71,7 @@ from .memory import (
     load,
     store,
 )
+from .program import num_programs, program_id
 from .random import rand, rand4x, randint, randint4x, randn, randn4x
 from .reduction import (
     argmax,
@@ -103,5 +104,4 @@ from .shape import (
     zeros,
     zeros_like,
 )
-from .program import num_programs, program_id
 from .tensor_methods import _to as _tensor_to  # noqa: F401  (importing it attaches the tensor operators)

@@ -22,7 +22,7 @@ from .semantic import (
 def _addptr(ptr: tensor, offset: Any, negate: bool = False) -> tensor:
     off = to_tensor(offset)
     if not scalar_elem(off, "pointer arithmetic").is_int():
-        raise TypeError(f"pointer offsets must be integers, got {off.dtype}")
+        raise TypeError(f"pointer offsets must be integers, got {off.dtype}; convert the offset with .to(tl.int32)")
     if negate:
         off = neg(off)
     shape = broadcast_shapes(ptr.shape, off.shape)
@@ -98,10 +98,14 @@ def pow(x: Any, y: Any) -> tensor:
     return elementwise("pow", a, b)
 
 
+_SYMBOLS = {"and": "&", "or": "|", "xor": "^", "shl": "<<", "shr": ">>"}
+
+
 def _int_binary(name: str, x: Any, y: Any) -> tensor:
     a, b = binary_operands(x, y)
     if not scalar_elem(a, name).is_int():
-        raise TypeError(f"'{name}' needs integer operands, got {a.dtype}")
+        raise TypeError(f"'{_SYMBOLS.get(name, name)}' needs integer operands, got {a.dtype}; convert them with "
+                        ".to(tl.int32) (with bitcast=True to work on a float's bits)")
     return elementwise(name, a, b)
 
 
@@ -146,7 +150,8 @@ def neg(x: Any) -> tensor:
 def invert(x: Any) -> tensor:
     x = to_tensor(x)
     if not scalar_elem(x, "~").is_int():
-        raise TypeError(f"'~' needs an integer tensor, got {x.dtype}")
+        raise TypeError(f"'~' needs an integer tensor, got {x.dtype}; convert it with .to(tl.int32) "
+                        "(with bitcast=True to work on a float's bits)")
     return elementwise("not", x)
 
 
@@ -260,7 +265,7 @@ def fma(x: Any, y: Any, z: Any) -> tensor:
     b, c = binary_operands(b, c)
     a = broadcast_to(cast(a, c.dtype), c.shape)
     if not c.dtype.is_floating():
-        raise TypeError(f"fma needs floating-point operands, got {c.dtype}")
+        raise TypeError(f"fma needs floating-point operands, got {c.dtype}; convert them with .to(tl.float32)")
     return elementwise("fma", a, b, c)
 
 
@@ -284,8 +289,9 @@ def fdiv(x: Any, y: Any, ieee_rounding: bool = False) -> tensor:
     return elementwise("fdiv", a, b, ieee_rounding=bool(unwrap(ieee_rounding)))
 
 
+@builtin
 def cdiv(x: Any, div: Any) -> Any:
-    """Ceiling division `(x + div - 1) // div` for ints, constexprs and tensors."""
+    """Ceiling division `(x + div - 1) // div` for ints, constexprs and tensors (also on the host)."""
     x, div = unwrap(x), unwrap(div)
     if isinstance(x, int) and isinstance(div, int):
         return -(-x // div)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Optional, TypeVar
+from typing import Any, TypeVar
 
 from despina.compiler.ir import types as _t
 from despina.compiler.ir.builder import Builder
@@ -68,19 +68,20 @@ def unwrap(value: Any) -> Any:
 class _Tracing:
     """What the frontend provides to builtins while it traces a kernel."""
 
-    def __init__(self, builder: Builder, inline_jit: Callable[[Any, list[Any]], Any]) -> None:
+    def __init__(self, builder: Builder, inline_jit: Callable[[Any, list[Any]], Any], debug: bool) -> None:
         self.builder = builder
         self.inline_jit = inline_jit
+        self.debug = debug
 
 
-_tracing: Optional[_Tracing] = None
+_tracing: _Tracing | None = None
 
 
 @contextmanager
-def tracing(builder: Builder, inline_jit: Callable[[Any, list[Any]], Any]) -> Iterator[None]:
+def tracing(builder: Builder, inline_jit: Callable[[Any, list[Any]], Any], debug: bool = False) -> Iterator[None]:
     global _tracing
     saved = _tracing
-    _tracing = _Tracing(builder, inline_jit)
+    _tracing = _Tracing(builder, inline_jit, debug)
     try:
         yield
     finally:
@@ -147,11 +148,11 @@ class tensor:
         )
 
     def __iter__(self) -> Any:
-        raise TypeError("a tensor cannot be iterated; index it with constexpr slices or use tl.split")
+        raise TypeError("a tensor cannot be iterated or unpacked; use tl.split, tl.reshape or a reduction")
 
     def __len__(self) -> int:
         if not self.shape:
-            raise TypeError("len() of a scalar tensor")
+            raise TypeError("len() of a scalar tensor; use x.shape, which is () for a scalar")
         return self.shape[0]
 
     # Operators, methods and indexing are attached in `tensor_methods` to keep this file small.

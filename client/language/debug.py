@@ -7,7 +7,7 @@ from typing import Any
 from despina.compiler.ir import types as _t
 
 from .arith import logical_not, logical_or
-from .core import builder, builtin, tensor, unwrap
+from .core import builder, builtin, current, tensor, unwrap
 from .semantic import cast, to_tensor
 
 
@@ -39,7 +39,10 @@ def device_print(prefix: Any, *args: Any, hex: bool = False) -> None:
 
 @builtin
 def device_assert(cond: Any, msg: str = "", mask: Any = None) -> None:
-    """Fail the launch with `msg` where `cond` is false (where `mask` is true, if given)."""
+    """Fail the launch with `msg` where `cond` is false (where `mask` is true, if given). As in
+    Triton, it checks only when the kernel is compiled with debug on (the interpreter's default)."""
+    if not current().debug:
+        return
     c = cast(to_tensor(cond), _t.int1)
     if unwrap(mask) is not None:
         c = logical_or(c, logical_not(mask))
@@ -106,4 +109,6 @@ class static_range:
         self.start, self.end, self.step = unwrap(start), unwrap(end), unwrap(1 if step is None else step)
         for v in (self.start, self.end, self.step):
             if not isinstance(v, int) or isinstance(v, bool):
-                raise TypeError(f"static_range bounds must be constexpr integers, got {v!r}")
+                got = f"a run-time {v.type} value" if isinstance(v, tensor) else repr(v)
+                raise TypeError(f"static_range bounds must be constexpr integers, got {got}; use tl.range for bounds "
+                                "known only at run time")

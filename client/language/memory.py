@@ -40,7 +40,8 @@ def _check_option(value: Any, allowed: tuple[str, ...], what: str) -> str:
 
 def _unsupported(boundary_check: Any, padding_option: Any) -> None:
     if unwrap(boundary_check) or unwrap(padding_option):
-        raise NotImplementedError("boundary_check and padding_option belong to block pointers, which are not supported yet")
+        raise NotImplementedError("boundary_check and padding_option belong to block pointers, which are not supported "
+                                  "yet; load through a tile of pointers with a mask instead")
 
 
 @builtin
@@ -91,6 +92,9 @@ def store(
     p = _pointer(pointer, "tl.store")
     elem = _pointee(p)
     v = to_tensor(value, elem if isinstance(elem, _t.ScalarType) and not isinstance(unwrap(value), tensor) else None)
+    if v.shape and not p.shape:
+        raise ValueError(f"tl.store got a {v.type} value for a single pointer; address one element per value "
+                         "(ptr + tl.arange(...)) or reduce the value first")
     shape = broadcast_shapes(p.shape, v.shape)
     operands = [broadcast_to(p, shape), broadcast_to(cast(v, elem), shape)]
     if unwrap(mask) is not None:

@@ -1,4 +1,4 @@
-"""Counter-based random numbers (Philox 4x32), bit-identical to Triton's `tl.rand*`."""
+"""Counter-based random numbers (Philox 4x32, or 4x64 for 64-bit offsets), bit-identical to Triton's `tl.rand*`."""
 
 from __future__ import annotations
 
@@ -10,40 +10,50 @@ from . import arith
 from .core import builtin, tensor, unwrap
 from .semantic import broadcast_shapes, broadcast_to, cast, to_tensor
 
-PHILOX_KEY_A = 0x9E3779B9
-PHILOX_KEY_B = 0xBB67AE85
-PHILOX_ROUND_A = 0xD2511F53
-PHILOX_ROUND_B = 0xCD9E8D57
+# Key increments and round multipliers (key A, key B, round A, round B) of Philox 4x32 and 4x64.
+PHILOX_CONSTANTS = {
+    32: (0x9E3779B9, 0xBB67AE85, 0xD2511F53, 0xCD9E8D57),
+    64: (0x9E3779B97F4A7C15, 0xBB67AE8584CAA73B, 0xD2E7470EE14C6C93, 0xCA5A826395121157),
+}
 N_ROUNDS_DEFAULT = 10
 
 
-def _u32(x: Any) -> tensor:
+def _counter(x: Any, bits: int) -> tensor:
+    """`x` as unsigned counters of `bits` bits: bit-cast at that width, else converted."""
     t = to_tensor(x, _t.uint32 if isinstance(unwrap(x), int) else None)
-    if t.dtype.primitive_bitwidth != 32:
-        t = cast(t, _t.int32 if t.dtype.is_int_signed() else _t.uint32)
-    return cast(t, _t.uint32, bitcast=True) if t.dtype != _t.uint32 else t
+    uint = _t.uint64 if bits == 64 else _t.uint32
+    if t.dtype.primitive_bitwidth != bits:
+        t = cast(t, uint.with_signedness(t.dtype.is_int_signed()))
+    return cast(t, uint, bitcast=True) if t.dtype != uint else t
 
 
 def philox_impl(c0: tensor, c1: tensor, c2: tensor, c3: tensor, k0: tensor, k1: tensor, n_rounds: int) -> tuple[tensor, ...]:
-    a = to_tensor(PHILOX_ROUND_A, _t.uint32)
-    b = to_tensor(PHILOX_ROUND_B, _t.uint32)
+    uint = c0.dtype
+    key_a, key_b, round_a, round_b = PHILOX_CONSTANTS[uint.primitive_bitwidth]
+    a = to_tensor(round_a, uint)
+    b = to_tensor(round_b, uint)
     for _ in range(n_rounds):
         _c0, _c2 = c0, c2
         c0 = arith.xor_(arith.xor_(arith.umulhi(b, _c2), c1), k0)
         c2 = arith.xor_(arith.xor_(arith.umulhi(a, _c0), c3), k1)
         c1 = arith.mul(b, _c2)
         c3 = arith.mul(a, _c0)
-        k0 = arith.add(k0, PHILOX_KEY_A)
-        k1 = arith.add(k1, PHILOX_KEY_B)
+        k0 = arith.add(k0, key_a)
+        k1 = arith.add(k1, key_b)
     return c0, c1, c2, c3
 
 
 @builtin
 def philox(seed: Any, c0: Any, c1: Any, c2: Any, c3: Any, n_rounds: Any = N_ROUNDS_DEFAULT) -> tuple[tensor, ...]:
     s = cast(to_tensor(seed, _t.int64 if isinstance(unwrap(seed), int) else None), _t.uint64)
-    seed_hi = cast(arith.and_(arith.rshift(s, 32), 0xFFFFFFFF), _t.uint32)
-    seed_lo = cast(arith.and_(s, 0xFFFFFFFF), _t.uint32)
-    counters = [_u32(c) for c in (c0, c1, c2, c3)]
+    first = unwrap(c0)
+    bits = 64 if isinstance(first, tensor) and first.dtype.primitive_bitwidth == 64 else 32
+    if bits == 64:
+        seed_hi, seed_lo = to_tensor(0, _t.uint64), s
+    else:
+        seed_hi = cast(arith.and_(arith.rshift(s, 32), 0xFFFFFFFF), _t.uint32)
+        seed_lo = cast(arith.and_(s, 0xFFFFFFFF), _t.uint32)
+    counters = [_counter(c, bits) for c in (c0, c1, c2, c3)]
     shape: tuple[int, ...] = ()
     for c in counters:
         shape = broadcast_shapes(shape, c.shape)
@@ -54,8 +64,8 @@ def philox(seed: Any, c0: Any, c1: Any, c2: Any, c3: Any, n_rounds: Any = N_ROUN
 
 @builtin
 def randint4x(seed: Any, offset: Any, n_rounds: Any = N_ROUNDS_DEFAULT) -> tuple[tensor, ...]:
-    """Four blocks of random uint32 for `seed` and `offset` (deterministic)."""
-    off = _u32(offset)
+    """Four blocks of random uint32 for `seed` and `offset` (uint64 for 64-bit offsets), deterministic."""
+    off = to_tensor(offset)
     zero = arith.mul(off, 0)
     return philox(seed, off, zero, zero, zero, n_rounds)
 
@@ -67,10 +77,12 @@ def randint(seed: Any, offset: Any, n_rounds: Any = N_ROUNDS_DEFAULT) -> tensor:
 
 
 def uint_to_uniform_float(x: tensor) -> tensor:
-    """Random uint32 bits to fp32 uniform in [0, 1)."""
-    signed = cast(x, _t.int32, bitcast=True)
+    """Random uint32 (or uint64) bits to fp32 uniform in [0, 1)."""
+    wide = x.dtype.primitive_bitwidth == 64
+    signed = cast(x, _t.int64 if wide else _t.int32, bitcast=True)
     signed = arith.where(arith.compare("lt", signed, 0), arith.sub(arith.neg(signed), 1), signed)
-    return arith.mul(signed, 4.6566127342e-10)
+    # The largest scale with MAX_INT * scale < 1.0 after fp32 rounding, as in Triton.
+    return arith.mul(signed, 1.0842020432385337e-19 if wide else 4.6566127342e-10)
 
 
 @builtin

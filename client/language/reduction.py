@@ -44,10 +44,14 @@ def _normalize_axis(axis: Any, rank: int) -> int:
     return axis % rank
 
 
-def _combine_op(name: str, inputs: list[tensor], axis: Any, combine: Combine, keep_dims: bool, **attrs: Any) -> list[tensor]:
+def _combine_op(name: str, inputs: list[tensor], axis: Any, combine: Combine, keep_dims: bool, what: str = "",
+                **attrs: Any) -> list[tensor]:
+    """A `reduce` or `scan` op over `inputs`; `what` names the builtin the user called, for errors."""
     if not inputs or any(not x.shape for x in inputs):
-        raise ValueError(f"{name} needs tiles, got {', '.join(str(x.type) for x in inputs)}")
-    if unwrap(axis) is None:
+        raise ValueError(f"{what or name} needs tiles, got {', '.join(str(x.type) for x in inputs)}")
+    rank = len(inputs[0].shape)
+    flat = unwrap(axis) is None
+    if flat:
         inputs = [reshape(x, (x.numel,)) for x in inputs]
         axis = 0
     ax = _normalize_axis(axis, len(inputs[0].shape))
@@ -55,8 +59,14 @@ def _combine_op(name: str, inputs: list[tensor], axis: Any, combine: Combine, ke
     op = builder().create(name, [x.handle for x in inputs], {"axis": ax, **attrs}, [region])
     results = [tensor(r) for r in op.results]
     if name == "reduce" and unwrap(keep_dims):
-        results = [expand_dims(r, ax) for r in results]
+        results = _kept(results, None if flat else ax, rank)
     return results
+
+
+def _kept(results: list[tensor], axis: int | None, rank: int) -> list[tensor]:
+    """Reduced `results` with the reduced dimension put back with size 1 (every dimension, as in
+    Triton, when the reduction was over all of them: `axis` None)."""
+    return [reshape(r, (1,) * rank) if axis is None else expand_dims(r, axis) for r in results]
 
 
 def _unpack(results: list[tensor]) -> Any:
@@ -95,8 +105,8 @@ def _simple(name: str, x: Any, axis: Any, keep_dims: Any, op: Callable[[tensor, 
         return [op(lhs[0], rhs[0])]
 
     if scan:
-        return _combine_op("scan", [t], axis, combine, False, reverse=bool(unwrap(reverse)))[0]
-    return _combine_op("reduce", [t], axis, combine, bool(unwrap(keep_dims)))[0]
+        return _combine_op("scan", [t], axis, combine, False, what=name, reverse=bool(unwrap(reverse)))[0]
+    return _combine_op("reduce", [t], axis, combine, bool(unwrap(keep_dims)), what=name)[0]
 
 
 @builtin
@@ -128,7 +138,9 @@ def _arg_combine(is_max: bool, tie_break_left: bool) -> Combine:
 
 def _arg_reduce(x: Any, axis: Any, is_max: bool, tie_break_left: bool, keep_dims: Any) -> tuple[tensor, tensor]:
     t = to_tensor(x)
-    if unwrap(axis) is None:
+    rank = len(t.shape)
+    flat = unwrap(axis) is None
+    if flat:
         t = reshape(t, (t.numel,))
         axis = 0
     ax = _normalize_axis(axis, len(t.shape))
@@ -137,8 +149,10 @@ def _arg_reduce(x: Any, axis: Any, is_max: bool, tie_break_left: bool, keep_dims
         if d != ax:
             idx = expand_dims(idx, d)
     idx = broadcast_to(idx, t.shape)
-    value, index = _combine_op("reduce", [t, idx], ax, _arg_combine(is_max, tie_break_left), bool(unwrap(keep_dims)))
-    return value, index
+    results = _combine_op("reduce", [t, idx], ax, _arg_combine(is_max, tie_break_left), False)
+    if unwrap(keep_dims):
+        results = _kept(results, None if flat else ax, rank)
+    return results[0], results[1]
 
 
 @builtin
@@ -190,7 +204,8 @@ def dot(input: Any, other: Any, acc: Any = None, input_precision: Any = None, al
     if len(a.shape) not in (2, 3) or len(a.shape) != len(b.shape):
         raise ValueError(f"dot needs two 2-D (or two 3-D batched) tiles, got {a.type} and {b.type}")
     if a.shape[-1] != b.shape[-2]:
-        raise ValueError(f"dot: the inner dimensions differ: {list(a.shape)} @ {list(b.shape)}")
+        raise ValueError(f"dot: the inner dimensions differ: {list(a.shape)} @ {list(b.shape)}; the first operand's "
+                         "last dimension must equal the second's next-to-last (tl.trans one of them?)")
     if a.dtype != b.dtype:
         common = promote(a.dtype, b.dtype)  # type: ignore[arg-type]
         a, b = cast(a, common), cast(b, common)
@@ -204,7 +219,13 @@ def dot(input: Any, other: Any, acc: Any = None, input_precision: Any = None, al
     out = _t.int32 if a.dtype.is_int() else unwrap(out_dtype)
     shape = a.shape[:-1] + b.shape[-1:]
     acc = unwrap(acc)
-    c = constant(0, _t.TileType(shape, out)) if acc is None else broadcast_to(to_tensor(acc), shape)
+    if acc is None:
+        c = constant(0, _t.TileType(shape, out))
+    else:
+        c = to_tensor(acc)
+        if c.shape != shape:
+            raise ValueError(f"dot: acc has shape {list(c.shape)} but the product of {list(a.shape)} and {list(b.shape)} "
+                             f"has {list(shape)}; pass an accumulator of the product's shape")
     attrs: dict[str, Any] = {"input_precision": precision}
     if unwrap(max_num_imprecise_acc) is not None:
         attrs["max_num_imprecise_acc"] = int(unwrap(max_num_imprecise_acc))

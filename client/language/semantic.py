@@ -7,14 +7,14 @@ gives fp32, and integer promotion keeps the wider type (unsigned wins at equal w
 
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any
 
 from despina.compiler.ir import types as _t
 from despina.compiler.ir.core import Value
 
 from .core import builder, tensor, unwrap
 
-Operand = Union[tensor, int, float, bool]
+Operand = tensor | int | float | bool
 
 
 def _is_literal(x: Any) -> bool:
@@ -57,6 +57,7 @@ def constant(value: bool | int | float, ty: _t.Type) -> tensor:
             value = bool(value)
         else:
             value = int(value)
+            literal_type(value)  # raises for integers wider than 64 bits
             bits = scalar.primitive_bitwidth
             value &= (1 << bits) - 1
             if scalar.is_int_signed() and value >= 1 << (bits - 1):
@@ -113,7 +114,7 @@ def _operand_type(x: Operand, other: Operand) -> _t.ScalarType:
     if isinstance(x, tensor):
         dt = x.dtype
         if not isinstance(dt, _t.ScalarType):
-            raise TypeError(f"expected a numeric tensor, got {x.type}")
+            raise TypeError(f"expected a numeric tensor, got {x.type}; pointers support only + and - of integer offsets")
         return dt
     value = unwrap(x)
     if isinstance(other, tensor) and isinstance(other.dtype, _t.ScalarType):
@@ -122,7 +123,8 @@ def _operand_type(x: Operand, other: Operand) -> _t.ScalarType:
             return ot
         if isinstance(value, int) and not isinstance(value, bool) and ot.is_int() and not ot.is_bool():
             if not _fits(value, ot):
-                raise ValueError(f"integer literal {value} does not fit in the tensor's type {ot}")
+                raise ValueError(f"integer literal {value} does not fit in the tensor's type {ot}; convert the tensor "
+                                 "with .to() to a wider type first")
             return ot
         if isinstance(value, (int, float)) and ot.is_floating():
             return ot
@@ -130,6 +132,7 @@ def _operand_type(x: Operand, other: Operand) -> _t.ScalarType:
 
 
 def broadcast_shapes(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    given = (list(a), list(b))
     if len(a) < len(b):
         a = (1,) * (len(b) - len(a)) + a
     elif len(b) < len(a):
@@ -137,7 +140,8 @@ def broadcast_shapes(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
     out = []
     for x, y in zip(a, b):
         if x != y and 1 not in (x, y):
-            raise ValueError(f"shapes {list(a)} and {list(b)} are incompatible for broadcasting")
+            raise ValueError(f"shapes {given[0]} and {given[1]} are incompatible for broadcasting; each dimension must "
+                             "match or be 1 (add one with x[:, None] or tl.expand_dims, or tl.reshape)")
         out.append(max(x, y))
     return tuple(out)
 
@@ -177,7 +181,8 @@ def cast(x: Any, to: _t.ElemType, bitcast: bool = False, fp_downcast_rounding: s
     b = builder()
     if bitcast:
         if src.primitive_bitwidth != to.primitive_bitwidth:
-            raise ValueError(f"cannot bitcast {src} ({src.primitive_bitwidth} bits) to {to} ({to.primitive_bitwidth} bits)")
+            raise ValueError(f"cannot bitcast {src} ({src.primitive_bitwidth} bits) to {to} ({to.primitive_bitwidth} "
+                             "bits); bitcast needs types of the same width, convert without bitcast=True instead")
         return tensor(b.value("bitcast", [x.handle], to=to))
     if isinstance(to, _t.ScalarType) and to.is_bool() and not src.is_ptr():
         zero = constant(0, _t.with_elem(x.type, src))

@@ -15,7 +15,10 @@ MAX_TILE_NUMEL = 1 << 20
 
 def _int_const(value: Any, what: str) -> int:
     value = unwrap(value)
-    if isinstance(value, tensor) or not isinstance(value, int) or isinstance(value, bool):
+    if isinstance(value, tensor):
+        raise TypeError(f"{what} must be a constexpr integer, got a run-time {value.type} value; pass it as a "
+                        "tl.constexpr parameter (`N: tl.constexpr`)")
+    if not isinstance(value, int) or isinstance(value, bool):
         raise TypeError(f"{what} must be a constexpr integer, got {value!r}")
     return value
 
@@ -28,10 +31,12 @@ def _shape(shape: Any, what: str = "shape") -> tuple[int, ...]:
     numel = 1
     for d in dims:
         if d <= 0 or d & (d - 1):
-            raise ValueError(f"{what} dimensions must be powers of two, got {list(dims)}")
+            raise ValueError(f"{what} dimensions must be powers of two, got {list(dims)}; round up with "
+                             "despina.next_power_of_2 and mask the extra elements")
         numel *= d
     if numel > MAX_TILE_NUMEL:
-        raise ValueError(f"{what} {list(dims)} has {numel} elements; a tile holds at most {MAX_TILE_NUMEL}")
+        raise ValueError(f"{what} {list(dims)} has {numel} elements; a tile holds at most {MAX_TILE_NUMEL}, "
+                         "split the work over more programs or loop over smaller tiles")
     return dims
 
 
@@ -78,7 +83,7 @@ def broadcast_to(input: Any, *shape: Any) -> tensor:
     dims = _shape(shape)
     x = to_tensor(input)
     if broadcast_shapes(x.shape, dims) != dims:
-        raise ValueError(f"cannot broadcast shape {list(x.shape)} to {list(dims)}")
+        raise ValueError(f"cannot broadcast shape {list(x.shape)} to {list(dims)}; each dimension must match or be 1")
     return _broadcast_to(x, dims)
 
 
@@ -96,8 +101,10 @@ def expand_dims(input: Any, axis: Any) -> tensor:
     axes = unwrap(axis)
     axes = list(axes) if isinstance(axes, (list, tuple)) else [axes]
     rank = len(x.shape) + len(axes)
-    normalized = sorted(_int_const(a, "expand_dims' axis") % rank for a in axes)
-    for a in normalized:
+    given = [_int_const(a, "expand_dims' axis") for a in axes]
+    if any(not -rank <= a < rank for a in given):
+        raise ValueError(f"expand_dims axes {given} are out of range for a result of rank {rank}; use -{rank} to {rank - 1}")
+    for a in sorted(a % rank for a in given):
         if not x.shape:
             x = tensor(builder().value("splat", [x.handle], shape=[1]))
             continue
@@ -113,6 +120,9 @@ def reshape(input: tensor, *shape: Any, can_reorder: bool = False) -> tensor:
     x = to_tensor(input)
     if x.shape == dims:
         return x
+    if x.numel != _t.TileType(dims, x.dtype).numel:
+        raise ValueError(f"cannot reshape {x.type} ({x.numel} elements) to {list(dims)}; the number of elements must "
+                         "stay the same")
     if not x.shape:
         return tensor(builder().value("splat", [x.handle], shape=list(dims)))
     return tensor(builder().value("reshape", [x.handle], shape=list(dims), can_reorder=bool(unwrap(can_reorder))))
@@ -174,7 +184,7 @@ def split(a: tensor) -> tuple[tensor, tensor]:
     """Split a tile whose last dimension is 2 into two tiles."""
     x = to_tensor(a)
     if not x.shape or x.shape[-1] != 2:
-        raise ValueError(f"split needs a last dimension of size 2, got {x.type}")
+        raise ValueError(f"split needs a last dimension of size 2, got {x.type}; tl.reshape it to end in 2 first")
     op = builder().create("split", [x.handle])
     return tensor(op.results[0]), tensor(op.results[1])
 

@@ -1,0 +1,300 @@
+"""The JIT object: binding and argument checks, specialization keys, the in-memory cache, grids."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+import despina
+import despina.language as tl
+from despina.jit import Options
+
+jit_module = sys.modules["despina.jit"]
+
+
+@despina.jit
+def copy_kernel(x_ptr, out_ptr, n, scale, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * scale, mask=mask)
+
+
+@despina.jit(do_not_specialize=["n", 3])
+def unspecialized_kernel(x_ptr, out_ptr, n, scale, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs) * scale + n)
+
+
+DEFAULT_OPTIONS = Options()
+
+
+def spec_of(kernel, *args, options=DEFAULT_OPTIONS, **kwargs):
+    return kernel.specialize(kernel.bind(args, kwargs), options)
+
+
+def scalar_key(spec, index):
+    return [k for k in spec.key if k[0] in ("p", "s")][index]
+
+
+X = np.zeros(64, np.float32)
+
+
+# ---- specialization ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("n", "one", "div16"), [(1, True, False), (16, False, True), (48, False, True), (17, False, False),
+                                                 (0, False, True)])
+def test_integers_equal_to_1_or_divisible_by_16_specialize(n, one, div16):
+    spec = spec_of(copy_kernel, X, X, n, 2, BLOCK=16)
+    assert scalar_key(spec, 2) == ("s", "int32", one, div16)
+    assert (2 in spec.attrs["equal_to_1"]) == one
+    assert (2 in spec.attrs["divisibility"]) == div16
+    assert scalar_key(spec, 3) == ("s", "int32", False, False)
+
+
+def test_pointer_alignment_specializes():
+    base = np.zeros(65, np.float32)
+    aligned = base[:64] if base.ctypes.data % 16 == 0 else base[1:]
+    misaligned = base[1:] if base.ctypes.data % 16 == 0 else base[:64]
+    spec = spec_of(copy_kernel, aligned, misaligned, 5, 2, BLOCK=16)
+    assert scalar_key(spec, 0) == ("p", "fp32", True) and scalar_key(spec, 1) == ("p", "fp32", False)
+    assert 0 in spec.attrs["divisibility"] and 1 not in spec.attrs["divisibility"]
+
+
+def test_pointer_element_dtypes_specialize():
+    spec = spec_of(copy_kernel, np.zeros(4, np.int8), np.zeros(4, np.float16), 5, 2, BLOCK=16)
+    assert [p for _, p in spec.params[:2]] == [tl.pointer_type(tl.int8), tl.pointer_type(tl.float16)]
+
+
+def test_do_not_specialize_by_name_and_index():
+    spec = spec_of(unspecialized_kernel, X, X, 16, 1, BLOCK=16)
+    assert scalar_key(spec, 2) == ("s", "int32", False, False)
+    assert scalar_key(spec, 3) == ("s", "int32", False, False)
+    assert spec.attrs["equal_to_1"] == [] and spec.attrs["divisibility"] == [0, 1]
+
+
+def test_constexprs_and_options_are_part_of_the_key():
+    base = spec_of(copy_kernel, X, X, 5, 2, BLOCK=16).key
+    assert spec_of(copy_kernel, X, X, 5, 2, BLOCK=32).key != base
+    assert spec_of(copy_kernel, X, X, 7, 3, BLOCK=16).key == base
+    assert spec_of(copy_kernel, X, X, 5, 2, BLOCK=16, options=Options(num_warps=8)).key != base
+    assert spec_of(copy_kernel, X, X, 5, 2, BLOCK=16, options=Options(num_stages=2)).key != base
+
+
+@pytest.mark.parametrize(("value", "ty"), [(3, tl.int32), (-(2**31), tl.int32), (2**31, tl.int64), (-(2**40), tl.int64),
+                                           (2**63, tl.uint64), (1.5, tl.float32), (True, tl.int1),
+                                           (np.int64(5), tl.int32), (np.float64(0.5), tl.float32)])
+def test_scalar_argument_types(value, ty):
+    spec = spec_of(copy_kernel, X, X, value, 2, BLOCK=16)
+    assert spec.params[2] == ("n", ty)
+
+
+def test_none_strings_and_tuples_are_constexprs():
+    spec = spec_of(copy_kernel, None, X, "mode", (1, 2), BLOCK=16)
+    assert [(n, p.value) for n, p in spec.params if isinstance(p, tl.constexpr)] == [
+        ("x_ptr", None), ("n", "mode"), ("scale", (1, 2)), ("BLOCK", 16)]
+
+
+# ---- the in-memory cache -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def frontend_calls(monkeypatch):
+    calls = []
+    real = jit_module.generate_module
+
+    def counting(jitfn, params, debug, attrs=None):
+        calls.append(jitfn.__name__)
+        return real(jitfn, params, debug, attrs)
+
+    monkeypatch.setattr(jit_module, "generate_module", counting)
+    return calls
+
+
+@despina.jit
+def cached_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n, other=0.0) + 1, mask=offs < n)
+
+
+def test_second_call_with_the_same_key_skips_the_frontend(device, frontend_calls):
+    cached_kernel.cache.clear()
+    x, out = device.put(np.arange(16, dtype=np.float32)), device.zeros(16, "fp32")
+    cached_kernel[(1,)](x, out, 5, BLOCK=16)
+    cached_kernel[(1,)](x, out, 7, BLOCK=16)
+    assert frontend_calls == ["cached_kernel"]
+    cached_kernel[(1,)](x, out, 16, BLOCK=16)
+    cached_kernel[(1,)](x, out, 1, BLOCK=16)
+    cached_kernel[(1,)](x, out, 7, BLOCK=16, num_warps=8)
+    cached_kernel[(1,)](x, out, 7, BLOCK=32)
+    assert len(frontend_calls) == 5
+    cached_kernel[(1,)](x, out, 9, BLOCK=16)
+    cached_kernel[(1,)](x, out, 32, BLOCK=16)
+    assert len(frontend_calls) == 5
+    assert len(cached_kernel.cache) == 5
+
+
+FACTOR = tl.constexpr(2)
+
+
+@despina.jit
+def global_kernel(out_ptr):
+    tl.store(out_ptr, FACTOR * 10)
+
+
+def test_changing_a_constexpr_global_recompiles(device, frontend_calls, monkeypatch):
+    out = device.zeros(1, "int32")
+    global_kernel[(1,)](out)
+    global_kernel[(1,)](out)
+    assert device.get(out)[0] == 20 and frontend_calls.count("global_kernel") <= 1
+    monkeypatch.setitem(globals(), "FACTOR", tl.constexpr(3))
+    global_kernel[(1,)](out)
+    assert device.get(out)[0] == 30
+
+
+def test_options_reach_the_module(trace):
+    module = cached_kernel.ir(spec_of(cached_kernel, X, X, 3, BLOCK=16, options=Options(num_warps=2, num_stages=5)),
+                              Options(num_warps=2, num_stages=5))
+    assert module.attrs["num_warps"] == 2 and module.attrs["num_stages"] == 5
+
+
+# ---- launching ---------------------------------------------------------------------------------
+
+
+def test_grid_as_tuple_int_and_callable(device):
+    x = np.arange(100, dtype=np.float32)
+    for grid in [(4,), 4, [4, 1], (4, 1, 1)]:
+        out = device.zeros(100, "fp32")
+        copy_kernel[grid](device.put(x), out, 100, 2.0, BLOCK=32)
+        np.testing.assert_array_equal(device.get(out), x * 2)
+    seen = {}
+
+    def grid(meta):
+        seen.update(meta)
+        return (despina.cdiv(meta["n"], meta["BLOCK"]),)
+
+    out = device.zeros(100, "fp32")
+    copy_kernel[grid](device.put(x), out, 100, 3.0, BLOCK=16, num_warps=2)
+    np.testing.assert_array_equal(device.get(out), x * 3)
+    assert seen["BLOCK"] == 16 and seen["n"] == 100 and seen["num_warps"] == 2
+
+
+def test_empty_grid_launches_nothing(device):
+    out = device.put(np.full(4, 5.0, np.float32))
+    copy_kernel[(0,)](device.put(np.zeros(4, np.float32)), out, 4, 1.0, BLOCK=4)
+    np.testing.assert_array_equal(device.get(out), 5.0)
+
+
+@pytest.mark.parametrize("grid", [(1, 2, 3, 4), (-1,), ()])
+def test_bad_grid(device, grid):
+    with pytest.raises(ValueError, match="grid must be 1 to 3 non-negative ints"):
+        copy_kernel[grid](X, X, 4, 1.0, BLOCK=4)
+
+
+@despina.jit
+def args_kernel(x_ptr, out_ptr, i, f, b, none_arg, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    y = tl.load(x_ptr + offs) * f + i
+    if b:
+        y = -y
+    if none_arg is None:
+        y += 1000
+    tl.store(out_ptr + offs, y)
+
+
+@pytest.mark.parametrize("flag", [False, True])
+def test_numpy_arrays_ints_floats_bools_and_none(device, flag):
+    x = np.arange(8, dtype=np.float64)
+    out = device.zeros(8, "fp64")
+    args_kernel[(1,)](device.put(x), out, 3, 0.5, flag, None, N=8)
+    expected = x * np.float32(0.5) + 3
+    np.testing.assert_array_equal(device.get(out), (-expected if flag else expected) + 1000)
+
+
+def test_arguments_by_keyword_and_defaults(device):
+    @despina.jit
+    def defaults_kernel(out_ptr, value=7, N: tl.constexpr = 4):
+        tl.store(out_ptr + tl.arange(0, N), tl.full((N,), value, tl.int32))
+
+    out = device.zeros(8, "int32")
+    defaults_kernel[(1,)](out_ptr=out)
+    np.testing.assert_array_equal(device.get(out), [7, 7, 7, 7, 0, 0, 0, 0])
+    defaults_kernel[(1,)](out, N=8, value=2)
+    np.testing.assert_array_equal(device.get(out), [2] * 8)
+
+
+def test_torch_cpu_tensors(monkeypatch):
+    torch = pytest.importorskip("torch")
+    monkeypatch.setenv("DESPINA_INTERPRET", "1")
+    x = torch.arange(100, dtype=torch.float32)
+    out = torch.zeros(100, dtype=torch.float32)
+    copy_kernel[(4,)](x, out, 100, 2.0, BLOCK=32)
+    assert torch.equal(out, x * 2)
+    h, hb = torch.ones(8, dtype=torch.bfloat16), torch.zeros(8, dtype=torch.bfloat16)
+    copy_kernel[(1,)](h, hb, 8, 1.5, BLOCK=8)
+    assert torch.equal(hb, torch.full((8,), 1.5, dtype=torch.bfloat16))
+
+
+def test_bf16_from_numpy_through_reinterpret(monkeypatch):
+    monkeypatch.setenv("DESPINA_INTERPRET", "1")
+    bits = np.array([0x3F80, 0x4000, 0xC040, 0x0000], np.uint16)
+    out = np.zeros(4, np.uint16)
+    copy_kernel[(1,)](despina.reinterpret(bits, tl.bfloat16), despina.reinterpret(out, tl.bfloat16), 4, 2.0, BLOCK=4)
+    np.testing.assert_array_equal(out, [0x4000, 0x4080, 0xC0C0, 0x0000])
+    spec = spec_of(copy_kernel, despina.reinterpret(bits, tl.bfloat16), X, 4, 1.0, BLOCK=4)
+    assert spec.params[0] == ("x_ptr", tl.pointer_type(tl.bfloat16))
+
+
+def test_reinterpret_checks_the_element_size():
+    with pytest.raises(TypeError, match="uint8 elements are 1 bytes, bf16 are 2"):
+        despina.reinterpret(np.zeros(4, np.uint8), tl.bfloat16)
+    with pytest.raises(TypeError, match="needs a dtype such as tl.bfloat16"):
+        despina.reinterpret(np.zeros(4, np.uint16), "bf16")
+
+
+def test_interpret_flag_on_the_decorator(monkeypatch):
+    monkeypatch.delenv("DESPINA_INTERPRET", raising=False)
+
+    @despina.jit(interpret=True)
+    def pid_kernel(x_ptr):
+        tl.store(x_ptr + tl.program_id(0), tl.program_id(0) + 1)
+
+    x = np.zeros(3, np.int32)
+    pid_kernel[(3,)](x)
+    np.testing.assert_array_equal(x, [1, 2, 3])
+
+
+# ---- argument errors ---------------------------------------------------------------------------
+
+
+def test_wrong_argument_count_names_the_parameters(device):
+    with pytest.raises(TypeError, match=r"kernel 'copy_kernel' takes \(x_ptr, out_ptr, n, scale, BLOCK\): "
+                                        r"missing a required argument: 'scale'"):
+        copy_kernel[(1,)](X, X, 4, BLOCK=4)
+    with pytest.raises(TypeError, match=r"kernel 'copy_kernel' takes .*: too many positional arguments"):
+        copy_kernel[(1,)](X, X, 4, 1.0, 16, 5)
+    with pytest.raises(TypeError, match=r"kernel 'copy_kernel' takes .*: got an unexpected keyword argument 'bogus'"):
+        copy_kernel[(1,)](X, X, 4, 1.0, BLOCK=4, bogus=1)
+
+
+def test_wrong_argument_type_names_the_parameter(device):
+    with pytest.raises(TypeError, match="argument 'n' of kernel 'copy_kernel' is a list; kernels take arrays"):
+        copy_kernel[(1,)](X, X, [4], 1.0, BLOCK=4)
+    with pytest.raises(TypeError, match="argument 'x_ptr' of kernel 'copy_kernel' has unsupported dtype complex64"):
+        copy_kernel[(1,)](np.zeros(4, np.complex64), X, 4, 1.0, BLOCK=4)
+    with pytest.raises(TypeError, match="argument 'n' of kernel 'copy_kernel': integer argument .* does not fit in 64 bits"):
+        copy_kernel[(1,)](X, X, 2**70, 1.0, BLOCK=4)
+
+
+def test_calling_a_kernel_like_a_function():
+    with pytest.raises(RuntimeError, match=r"launch it as copy_kernel\[grid\]\(...\)"):
+        copy_kernel(X, X, 4, 1.0, BLOCK=4)
+
+
+def test_top_level_helpers():
+    assert [despina.next_power_of_2(n) for n in (0, 1, 2, 3, 17, 1024, 1025)] == [1, 1, 2, 4, 32, 1024, 2048]
+    assert despina.cdiv(17, 16) == 2 and despina.cdiv(16, 16) == 1
+    assert isinstance(copy_kernel, despina.JITFunction) and copy_kernel.__name__ == "copy_kernel"
+    assert issubclass(despina.CompilationError, Exception)
