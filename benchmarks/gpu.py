@@ -1,0 +1,262 @@
+"""Despina side by side with Triton and PyTorch on one GPU; prints tables and writes CSV.
+
+    python benchmarks/gpu.py [--out DIR] [--quick]
+
+The kernels come from `kernels.py`, written for Triton; Despina runs the same file with only its
+imports changed. Every figure is timed by the same timer (`triton.testing.do_bench`, median) in
+the same process, so compare ratios, not absolute numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import importlib.util
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+
+
+def load_kernels(flavor: str, workdir: Path) -> ModuleType:
+    source = (HERE / "kernels.py").read_text()
+    if flavor == "despina":
+        source = source.replace("import triton\n", "import despina as triton\n")
+        source = source.replace("import triton.language as tl", "import despina.language as tl")
+    path = workdir / f"kernels_{flavor}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(f"kernels_{flavor}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def bench(fn: Callable[[], Any]) -> float:
+    import triton.testing
+
+    return float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
+
+
+def safe(fn: Callable[[], float]) -> float | str:
+    try:
+        return fn()
+    except Exception as exc:  # a failing cell is reported in the table, the run goes on
+        return f"error: {type(exc).__name__}: {str(exc).splitlines()[0][:80] if str(exc) else ''}"
+
+
+def vector_add(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
+    import torch
+
+    rows = []
+    for exp in range(12, 29, 4 if quick else 2):
+        n = 1 << exp
+        x, y = torch.rand(n, device="cuda"), torch.rand(n, device="cuda")
+        gbps = lambda ms: 3 * n * 4 / ms * 1e-6  # noqa: E731
+        row: list[Any] = [n]
+        for name in ("despina", "triton"):
+            out = torch.empty_like(x)
+            k = kernels[name].add_kernel
+            grid = ((n + 1023) // 1024,)
+
+            def run(k: Any = k, out: torch.Tensor = out) -> None:
+                k[grid](x, y, out, n, BLOCK_SIZE=1024)
+
+            def measure(run: Callable[[], None] = run, out: torch.Tensor = out) -> float:
+                run()
+                torch.testing.assert_close(out, x + y)
+                return gbps(bench(run))
+
+            row.append(safe(measure))
+        row.append(safe(lambda: gbps(bench(lambda: torch.add(x, y)))))
+        rows.append(row)
+    return rows
+
+
+def _warps(block: int) -> int:
+    return 4 if block <= 2048 else 8 if block <= 8192 else 16
+
+
+def softmax(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
+    import torch
+
+    rows = []
+    for n_cols in (256, 1024, 4096, 16384):
+        M = 4096
+        x = torch.randn(M, n_cols, device="cuda")
+        block = 1 << (n_cols - 1).bit_length()
+        gbps = lambda ms: 2 * x.numel() * 4 / ms * 1e-6  # noqa: E731
+        row: list[Any] = [f"{M}x{n_cols}"]
+        for name in ("despina", "triton"):
+            out = torch.empty_like(x)
+            k = kernels[name].softmax_kernel
+
+            def run(k: Any = k, out: torch.Tensor = out) -> None:
+                k[(M,)](out, x, x.stride(0), out.stride(0), n_cols, BLOCK_SIZE=block, num_warps=_warps(block))
+
+            def measure(run: Callable[[], None] = run, out: torch.Tensor = out) -> float:
+                run()
+                torch.testing.assert_close(out, torch.softmax(x, dim=1))
+                return gbps(bench(run))
+
+            row.append(safe(measure))
+        row.append(safe(lambda: gbps(bench(lambda: torch.softmax(x, dim=1)))))
+        rows.append(row)
+    return rows
+
+
+def layer_norm(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
+    import torch
+
+    rows = []
+    for n in (1024, 4096, 16384):
+        M = 4096
+        x = torch.randn(M, n, device="cuda", dtype=torch.float16)
+        w = torch.rand(n, device="cuda", dtype=torch.float16)
+        b = torch.rand(n, device="cuda", dtype=torch.float16)
+        block = 1 << (n - 1).bit_length()
+        gbps = lambda ms: (2 * x.numel() + 2 * n) * 2 / ms * 1e-6  # noqa: E731
+        ref = torch.nn.functional.layer_norm(x, (n,), w, b, 1e-5)
+        row: list[Any] = [f"{M}x{n}"]
+        for name in ("despina", "triton"):
+            y = torch.empty_like(x)
+            k = kernels[name].layer_norm_kernel
+
+            def run(k: Any = k, y: torch.Tensor = y) -> None:
+                k[(M,)](x, y, w, b, x.stride(0), n, 1e-5, BLOCK_SIZE=block, num_warps=_warps(block))
+
+            def measure(run: Callable[[], None] = run, y: torch.Tensor = y) -> float:
+                run()
+                torch.testing.assert_close(y, ref, atol=2e-2, rtol=2e-2)
+                return gbps(bench(run))
+
+            row.append(safe(measure))
+        row.append(safe(lambda: gbps(bench(lambda: torch.nn.functional.layer_norm(x, (n,), w, b, 1e-5)))))
+        rows.append(row)
+    return rows
+
+
+def launch_overhead(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
+    import torch
+
+    x = torch.zeros(16, device="cuda")
+    count = 2000 if quick else 20000
+
+    def per_launch(fn: Callable[[], Any]) -> float:
+        for _ in range(100):
+            fn()
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(count):
+            fn()
+        torch.cuda.synchronize()
+        return (time.perf_counter() - start) / count * 1e6
+
+    row: list[Any] = ["1-pointer kernel"]
+    for name in ("despina", "triton"):
+        k = kernels[name].tiny_kernel
+        row.append(safe(lambda k=k: per_launch(lambda: k[(1,)](x))))
+    row.append(safe(lambda: per_launch(lambda: x.add_(1))))
+    return [row]
+
+
+COMPILE_SNIPPET = """
+import sys, time, importlib.util, torch
+sys.path.insert(0, {workdir!r})
+torch.zeros(1, device="cuda"); torch.cuda.synchronize()
+kernels = __import__("kernels_{flavor}")
+x = torch.rand(4096, device="cuda"); out = torch.empty_like(x)
+a = torch.randn(64, 64, device="cuda", dtype=torch.float16)
+c = torch.empty(64, 64, device="cuda", dtype=torch.float16)
+t0 = time.perf_counter()
+kernels.add_kernel[(4,)](x, x, out, 4096, BLOCK_SIZE=1024); torch.cuda.synchronize()
+t1 = time.perf_counter()
+kernels.matmul_kernel[(2, 2)](a, a, c, 64, 64, 64, 64, 1, 64, 1, 64, 1, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32)
+torch.cuda.synchronize()
+t2 = time.perf_counter()
+print(t1 - t0, t2 - t1)
+"""
+
+
+def compile_times(workdir: Path, quick: bool) -> list[list[Any]]:
+    rows = []
+    for flavor in ("despina", "triton"):
+        cache = tempfile.mkdtemp(prefix=f"{flavor}-cache-")
+        env = dict(os.environ, DESPINA_CACHE_DIR=cache, TRITON_CACHE_DIR=cache)
+        code = COMPILE_SNIPPET.format(workdir=str(workdir), flavor=flavor)
+        results = []
+        for _ in range(2):  # cold, then warm from the disk cache, each in a fresh process
+            proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+            if proc.returncode != 0:
+                results.append(f"error: {proc.stderr.strip().splitlines()[-1][:100] if proc.stderr.strip() else proc.returncode}")
+                continue
+            results.append([float(v) for v in proc.stdout.split()])
+        cold, warm = results
+        row: list[Any] = [flavor]
+        row += cold if isinstance(cold, list) else [cold, cold]
+        row.append(warm[0] if isinstance(warm, list) else warm)
+        rows.append(row)
+    return rows
+
+
+TABLES: list[tuple[str, list[str], Callable[..., list[list[Any]]]]] = [
+    ("vector_add_fp32_GBps", ["n", "despina", "triton", "torch"], vector_add),
+    ("softmax_fp32_GBps", ["shape", "despina", "triton", "torch"], softmax),
+    ("layer_norm_fp16_GBps", ["shape", "despina", "triton", "torch"], layer_norm),
+    ("launch_overhead_us", ["kernel", "despina", "triton", "torch add_"], launch_overhead),
+]
+
+
+def show(name: str, header: list[str], rows: list[list[Any]], out: Path | None) -> None:
+    print(f"\n{name}")
+    print("  ".join(f"{h:>16}" for h in header + ["despina/triton"]))
+    for row in rows:
+        ratio = row[1] / row[2] if all(isinstance(v, float) for v in row[1:3]) and row[2] else ""
+        cells = row + [ratio]
+        print("  ".join(f"{v:>16.3f}" if isinstance(v, float) else f"{str(v)[:60]:>16}" for v in cells))
+    if out is not None:
+        with open(out / f"{name}.csv", "w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(header + ["despina/triton"])
+            writer.writerows(row + [row[1] / row[2] if all(isinstance(v, float) for v in row[1:3]) and row[2] else ""]
+                             for row in rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=Path(os.environ["OUT"]) if "OUT" in os.environ else None)
+    parser.add_argument("--quick", action="store_true", help="fewer sizes and launches")
+    parser.add_argument("--only", nargs="*", help="table names to run")
+    args = parser.parse_args()
+    import torch
+
+    print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}")
+    workdir = Path(tempfile.mkdtemp(prefix="despina-bench-"))
+    kernels = {flavor: load_kernels(flavor, workdir) for flavor in ("despina", "triton")}
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+    for name, header, fn in TABLES:
+        if args.only and name not in args.only:
+            continue
+        show(name, header, fn(kernels, args.quick), args.out)
+    if not args.only or "compile_time_s" in args.only:
+        rows = compile_times(workdir, args.quick)
+        print("\ncompile_time_s")
+        print(textwrap.indent("\n".join(f"{r[0]:>8}: first kernel {r[1]}, second kernel {r[2]}, warm disk hit {r[3]}"
+                                        for r in rows), "  "))
+        if args.out is not None:
+            with open(args.out / "compile_time_s.csv", "w", newline="") as f:
+                csv.writer(f).writerows([["flavor", "first_kernel", "second_kernel", "warm_disk_hit"]] + rows)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,272 @@
+"""The compilation service on loopback: cache-hit throughput and latency, and a fresh process's remote hit.
+
+    python benchmarks/service.py [--seconds 3] [--clients 1 16 64] [--rate 2000]
+
+Starts redis-server (when installed) and `despina serve` on free ports, compiles one kernel, then:
+
+1. Closed loop: C clients (asyncio tasks in one process) each send the same Compile request
+   back to back for `--seconds`, over gRPC and over HTTP: hits/s and p50/p99 latency.
+2. Open loop at `--rate` hits/s spread over the largest client count: p50/p99 at that load.
+3. A fresh Python process asks a second daemon for a kernel that only Redis holds, against a
+   fresh process compiling the same kernel in-process; both against a bare `python -c pass`.
+
+Goals (issue 4): >= 2,000 hits/s on 2 cores with p99 <= 5 ms at 64 clients over gRPC; a fresh
+process's remote hit <= 5 ms beyond process start-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx
+
+from despina.compiler.ir.builder import Builder
+from despina.compiler.ir.codec import encode
+from despina.compiler.ir.core import Block, Function, Module
+from despina.compiler.ir.types import PointerType, float32, int32
+
+
+def vector_add(salt: str, block: int = 1024) -> Module:
+    p = PointerType(float32)
+    names = ["x", "y", "out", "n"]
+    fn = Function("add_kernel", Block([p, p, p, int32], names), names, kernel=True)
+    x, y, out, n = fn.args
+    b = Builder(fn.body)
+    start = b.value("mul", [b.value("program_id", axis=0), b.constant(block, int32)])
+    offs = b.value("add", [b.value("splat", [start], shape=[block]), b.value("arange", start=0, end=block)])
+    mask = b.value("cmp", [offs, b.value("splat", [n], shape=[block])], pred="lt")
+    loaded = [b.value("load", [b.value("addptr", [b.value("splat", [q], shape=[block]), offs]), mask]) for q in (x, y)]
+    dest = b.value("addptr", [b.value("splat", [out], shape=[block]), offs])
+    b.create("store", [dest, b.value("add", loaded), mask])
+    b.create("return")
+    return Module([fn], {"salt": salt})
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_daemon(redis_url: str | None, workers: int) -> tuple[subprocess.Popen[bytes], int, int]:
+    grpc_port, http_port = free_port(), free_port()
+    cmd = [sys.executable, "-c", "from despina.cli import main; main()", "serve", "--host", "127.0.0.1",
+           "--grpc-port", str(grpc_port), "--http-port", str(http_port), "--workers", str(workers), "--log-level", "WARNING"]
+    if redis_url:
+        cmd += ["--redis-url", redis_url]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"http://127.0.0.1:{http_port}/healthz", timeout=1).status_code == 200:
+                return proc, grpc_port, http_port
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit("despina serve did not start")
+        time.sleep(0.05)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+Client = Callable[[], Callable[[], Awaitable[Any]]]
+
+
+async def closed_loop(new_client: Client, clients: int, seconds: float) -> dict[str, float]:
+    latencies: list[float] = []
+    stop = time.perf_counter() + seconds
+
+    async def client() -> None:
+        call = new_client()
+        while time.perf_counter() < stop:
+            t = time.perf_counter()
+            await call()
+            latencies.append(time.perf_counter() - t)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(clients)))
+    elapsed = time.perf_counter() - start
+    return summary(latencies, elapsed)
+
+
+async def open_loop(new_client: Client, clients: int, rate: float, seconds: float) -> dict[str, float]:
+    """`clients` clients, each sending at rate/clients per second on a fixed schedule."""
+    latencies: list[float] = []
+    interval = clients / rate
+    start = time.perf_counter()
+
+    async def client(i: int) -> None:
+        call = new_client()
+        due = start + interval * i / clients
+        while due < start + seconds:
+            delay = due - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            t = time.perf_counter()
+            await call()
+            latencies.append(time.perf_counter() - t)
+            due += interval
+
+    await asyncio.gather(*(client(i) for i in range(clients)))
+    return summary(latencies, time.perf_counter() - start)
+
+
+def summary(latencies: list[float], elapsed: float) -> dict[str, float]:
+    return {"hits_per_s": len(latencies) / elapsed, "p50_ms": 1e3 * percentile(latencies, 0.5),
+            "p99_ms": 1e3 * percentile(latencies, 0.99), "n": len(latencies)}
+
+
+class RawHTTP:
+    """One keep-alive HTTP/1.1 connection with nothing on top, so that the figures are the daemon's
+    (httpx's async pool costs more CPU per request than the daemon does on the same two cores)."""
+
+    def __init__(self, port: int, path: str, body: bytes) -> None:
+        self.port = port
+        head = f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        self.request = (head + f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+        self.streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+
+    async def __call__(self) -> None:
+        if self.streams is None:
+            self.streams = await asyncio.open_connection("127.0.0.1", self.port)
+        reader, writer = self.streams
+        writer.write(self.request)
+        head = await reader.readuntil(b"\r\n\r\n")
+        if not head.startswith(b"HTTP/1.1 200"):
+            raise RuntimeError(head.decode(errors="replace"))
+        length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
+        await reader.readexactly(length)
+
+
+async def transports(grpc_port: int, http_port: int, ir: bytes) -> dict[str, Callable[[], Callable[[], Awaitable[Any]]]]:
+    """Per transport, a factory of clients: each call of the factory is one more client."""
+    import grpc
+
+    from despina.proto import service_pb2 as pb
+    from despina.proto import service_pb2_grpc
+
+    stub = service_pb2_grpc.CompilerStub(grpc.aio.insecure_channel(f"127.0.0.1:{grpc_port}"))
+    request = pb.CompileRequest(ir=ir, target="sm_90")
+    body = json.dumps({"ir": base64.b64encode(ir).decode(), "target": "sm_90"}).encode()
+
+    def grpc_client() -> Callable[[], Awaitable[Any]]:
+        return lambda: stub.Compile(request)
+
+    def http_client() -> Callable[[], Awaitable[Any]]:
+        return RawHTTP(http_port, "/v1/compile", body)
+
+    return {"grpc": grpc_client, "http": http_client}
+
+
+CHILD = """
+import time; t0 = time.perf_counter()
+import sys, json
+{imports}
+t1 = time.perf_counter()
+{work}
+t2 = time.perf_counter()
+print(json.dumps({{"import_ms": 1e3 * (t1 - t0), "work_ms": 1e3 * (t2 - t1)}}))
+"""
+
+
+def fresh_process(imports: str, work: str, env: dict[str, str], arg: str) -> dict[str, float]:
+    start = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", CHILD.format(imports=imports, work=work), arg], env=env,
+                         capture_output=True, text=True, check=True)
+    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    result["process_ms"] = 1e3 * (time.perf_counter() - start)
+    return result
+
+
+def fresh_process_figures(grpc_url: str, http_url: str, salts: list[str]) -> dict[str, dict[str, float]]:
+    """Each kernel of `salts` is in Redis and not in the answering daemon's memory."""
+    env = dict(os.environ, DESPINA_SERVER_REQUIRED="1")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    kernel = f"sys.path.insert(0, {root!r})\nm = __import__('benchmarks.service', fromlist=['x']).vector_add(sys.argv[1])"
+    remote = "import despina.remote, grpc, http.client, despina.proto.service_pb2_grpc"
+    figures = {"bare_python": fresh_process("", "", env, "")}
+    for (name, url), salt in zip((("grpc", grpc_url), ("http", http_url)), salts):
+        work = f"despina.remote.set_server({url!r}); despina.remote.compile_remote(m)"
+        figures[f"remote_hit_from_redis_{name}"] = fresh_process(f"{remote}\n{kernel}", work, env, salt)
+    local = f"from despina.compiler.backends.nvptx import compile_module\n{kernel}"
+    figures["in_process_compile"] = fresh_process(local, "compile_module(m, isolate=False)", env, salts[0])
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--clients", type=int, nargs="+", default=[1, 16, 64])
+    parser.add_argument("--rate", type=float, default=2000.0)
+    parser.add_argument("--workers", type=int, default=1)
+    args = parser.parse_args()
+
+    redis_proc, redis_url = None, None
+    workdir = tempfile.mkdtemp(prefix="despina-bench-")
+    if shutil.which("redis-server"):
+        port = free_port()
+        redis_proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                                       "--appendonly", "no", "--dir", workdir], stdout=subprocess.DEVNULL)
+        redis_url = f"redis://127.0.0.1:{port}/0"
+    daemons = [start_daemon(redis_url, args.workers)]
+    try:
+        _, grpc_port, http_port = daemons[0]
+        ir = encode(vector_add(uuid.uuid4().hex))
+        httpx.post(f"http://127.0.0.1:{http_port}/v1/compile", json={"ir": base64.b64encode(ir).decode()},
+                   timeout=120).raise_for_status()
+
+        async def measure() -> dict[str, Any]:
+            calls = await transports(grpc_port, http_port, ir)
+            figures: dict[str, Any] = {}
+            for name, new_client in calls.items():
+                warm = new_client()
+                for _ in range(50):
+                    await warm()
+                for c in args.clients:
+                    figures[f"{name} closed-loop {c} clients"] = await closed_loop(new_client, c, args.seconds)
+                c = max(args.clients)
+                figures[f"{name} open-loop {args.rate:g}/s over {c} clients"] = await open_loop(new_client, c, args.rate, args.seconds)
+            return figures
+
+        figures = asyncio.run(measure())
+        if redis_url:
+            salts = [uuid.uuid4().hex for _ in range(3)]
+            for salt in salts:
+                httpx.post(f"http://127.0.0.1:{http_port}/v1/compile", timeout=120,
+                           json={"ir": base64.b64encode(encode(vector_add(salt))).decode()}).raise_for_status()
+            daemons.append(start_daemon(redis_url, args.workers))  # holds the kernels in Redis only
+            _, grpc_b, http_b = daemons[1]
+            httpx.post(f"http://127.0.0.1:{http_b}/v1/compile", timeout=120,  # warms its Redis connection
+                       json={"ir": base64.b64encode(encode(vector_add(salts[2]))).decode()}).raise_for_status()
+            figures["fresh process"] = fresh_process_figures(f"grpc://127.0.0.1:{grpc_b}", f"http://127.0.0.1:{http_b}",
+                                                             salts[:2])
+        print(json.dumps(figures, indent=2))
+    finally:
+        for proc, _, _ in daemons:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(20)
+        if redis_proc is not None:
+            redis_proc.kill()
+            redis_proc.wait()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

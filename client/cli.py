@@ -1,0 +1,33 @@
+"""The `despina` command: `despina <subcommand> ...`.
+
+Each subcommand is a module with `HELP`, `add_arguments(parser)` and `run(args) -> int`, named in
+`COMMANDS`; adding one is one line there. A module is imported only to build the parser, and
+what a command needs at run time it imports in `run`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+COMMANDS: dict[str, str] = {
+    "serve": "despina.server.main",
+    "compile": "despina.cli_compile",
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="despina", description="Despina: tile-language GPU kernels as a service.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    modules = {}
+    for name, module_name in COMMANDS.items():
+        module = modules[name] = importlib.import_module(module_name)
+        module.add_arguments(sub.add_parser(name, help=module.HELP, description=module.HELP))
+    args = parser.parse_args(argv)
+    return int(modules[args.command].run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

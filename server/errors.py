@@ -1,0 +1,46 @@
+"""The service's errors: one class per status, which the transports map to gRPC and HTTP codes."""
+
+from __future__ import annotations
+
+
+class ServiceError(Exception):
+    """An error a caller gets back; `code` is the gRPC status name, `http_status` the REST one."""
+
+    code = "INTERNAL"
+    http_status = 500
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidArgument(ServiceError):
+    code, http_status = "INVALID_ARGUMENT", 400
+
+
+class NotFound(ServiceError):
+    code, http_status = "NOT_FOUND", 404
+
+
+class ResourceExhausted(ServiceError):
+    code, http_status = "RESOURCE_EXHAUSTED", 413
+
+
+class Unauthenticated(ServiceError):
+    code, http_status = "UNAUTHENTICATED", 401
+
+
+class Internal(ServiceError):
+    code, http_status = "INTERNAL", 500
+
+
+class DeadlineExceeded(ServiceError):
+    code, http_status = "DEADLINE_EXCEEDED", 504
+
+
+class Unimplemented(ServiceError):
+    code, http_status = "UNIMPLEMENTED", 501
+
+
+class Unavailable(ServiceError):
+    code, http_status = "UNAVAILABLE", 503

@@ -1,0 +1,159 @@
+"""The gRPC transport: `despina.service.v1.Compiler` over grpc.aio, plus health and reflection.
+
+Requests arrive as raw bytes and are parsed here, so that a truncated or garbled message is an
+INVALID_ARGUMENT that names the message rather than gRPC's generic deserialization failure.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf.message import DecodeError, Message
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from despina.proto import service_pb2 as pb
+
+from . import auth
+from .core import CompileRequest, CompileService, ExecuteRequest
+from .errors import InvalidArgument, ServiceError
+
+log = logging.getLogger("despina.server.grpc")
+SERVICE = pb.DESCRIPTOR.services_by_name["Compiler"].full_name
+M = TypeVar("M", bound=Message)
+
+
+def _parse(cls: type[M], data: bytes) -> M:
+    msg = cls()
+    try:
+        msg.ParseFromString(data)
+    except DecodeError as e:
+        raise InvalidArgument(f"the request is not a serialized {cls.DESCRIPTOR.full_name}: {e}") from None
+    return msg
+
+
+def to_core(req: Any) -> CompileRequest:
+    o = req.options
+    return CompileRequest(req.ir, req.target or "sm_90", o.num_warps or 4, o.num_stages or 3, o.debug,
+                          dict(req.specialization))
+
+
+class Servicer:
+    def __init__(self, service: CompileService) -> None:
+        self.service = service
+
+    async def _answer(self, context: grpc.aio.ServicerContext, fn: Callable[[], Awaitable[Message]]) -> bytes:
+        try:
+            return (await fn()).SerializeToString()
+        except ServiceError as e:
+            code, message = grpc.StatusCode[e.code], e.message
+        except Exception as e:
+            log.exception("unexpected error")
+            code, message = grpc.StatusCode.INTERNAL, f"internal error: {type(e).__name__}: {e}"
+        await context.abort(code, message)
+        raise AssertionError("unreachable")
+
+    async def compile(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        async def run() -> Message:
+            r = await self.service.compile(to_core(_parse(pb.CompileRequest, data)))
+            return pb.CompileResponse(key=r.key, cubin=r.cubin, ptx=r.ptx, metadata_json=json.dumps(r.metadata),
+                                      digest=r.digest, tier=pb.Tier.Value(r.tier.upper()))
+
+        return await self._answer(context, run)
+
+    async def get_artifact(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        async def run() -> Message:
+            req = _parse(pb.GetArtifactRequest, data)
+            return pb.Artifact(key=req.key, stage=req.stage, data=await self.service.get_artifact(req.key, req.stage))
+
+        return await self._answer(context, run)
+
+    async def execute(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        async def run() -> Message:
+            req = _parse(pb.ExecuteRequest, data)
+            nbytes = sum(len(a.buffer.data) for a in req.args if a.HasField("buffer"))
+            await self.service.execute(ExecuteRequest(to_core(req.kernel), tuple(req.grid), nbytes))
+            return pb.ExecuteResponse()
+
+        return await self._answer(context, run)
+
+    async def stats(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        async def run() -> Message:
+            stats = dict(self.service.stats(), version=_version())
+            stats.pop("worker_pids")
+            return pb.StatsResponse(**stats)
+
+        return await self._answer(context, run)
+
+    def handler(self) -> grpc.GenericRpcHandler:
+        methods = {"Compile": self.compile, "GetArtifact": self.get_artifact, "Execute": self.execute, "Stats": self.stats}
+        return grpc.method_handlers_generic_handler(
+            SERVICE, {name: grpc.unary_unary_rpc_method_handler(fn) for name, fn in methods.items()}
+        )
+
+
+def _version() -> str:
+    from despina import __version__
+
+    return __version__
+
+
+class TokenInterceptor(grpc.aio.ServerInterceptor):
+    """Every RPC except the health service needs `authorization: Bearer <token>` metadata."""
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+
+    async def intercept_service(self, continuation: Any, details: grpc.HandlerCallDetails) -> Any:
+        handler = await continuation(details)
+        if handler is None or details.method.startswith("/grpc.health.v1.Health/"):
+            return handler
+        header = dict(details.invocation_metadata or ()).get("authorization")
+        try:
+            auth.check(header if isinstance(header, str) else None, self.token)
+        except ServiceError as e:
+            return _refusal(handler, e.message)
+        return handler
+
+
+def _refusal(handler: Any, message: str) -> Any:
+    async def abort(request: Any, context: grpc.aio.ServicerContext) -> None:
+        await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
+
+    if handler.request_streaming and handler.response_streaming:
+        return grpc.stream_stream_rpc_method_handler(abort)
+    if handler.request_streaming:
+        return grpc.stream_unary_rpc_method_handler(abort)
+    if handler.response_streaming:
+        return grpc.unary_stream_rpc_method_handler(abort)
+    return grpc.unary_unary_rpc_method_handler(abort)
+
+
+async def start(service: CompileService, host: str, port: int, token: str | None = None,
+                tls: tuple[str, str] | None = None) -> grpc.aio.Server:
+    """A started grpc.aio server on host:port with the Compiler, health and reflection services."""
+    server = grpc.aio.server(
+        interceptors=[TokenInterceptor(token)] if token else None,
+        options=[("grpc.max_receive_message_length", service.config.max_request_bytes),
+                 ("grpc.max_send_message_length", -1), ("grpc.so_reuseport", 0)],
+    )
+    server.add_generic_rpc_handlers([Servicer(service).handler()])
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    names = (SERVICE, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME)
+    reflection.enable_server_reflection(names, server)
+    address = f"{host}:{port}"
+    if tls:
+        cert, key = (Path(p).read_bytes() for p in tls)
+        server.add_secure_port(address, grpc.ssl_server_credentials([(key, cert)]))
+    else:
+        server.add_insecure_port(address)
+    await server.start()
+    for name in ("", SERVICE):
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    return server

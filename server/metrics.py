@@ -1,0 +1,39 @@
+"""The daemon's Prometheus metrics, on a registry of its own (so several services can share a process).
+
+`GET /metrics` exposes them; `CompileService.stats()` reads the same numbers.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+TIERS = ("memory", "redis", "compiled")
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter("despina_requests", "Requests to the core service, by method.", ["method"], registry=r)
+        self.answers = Counter("despina_cache_answers", "Compile requests answered, by the tier that answered.", ["tier"], registry=r)
+        self.compiles = Counter("despina_compiles", "Compilations run in a worker, by outcome.", ["outcome"], registry=r)
+        self.compile_seconds = Histogram(
+            "despina_compile_seconds", "Time of one compilation in a worker.",
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120), registry=r,
+        )
+        self.in_flight = Gauge("despina_compiles_in_flight", "Compilations running now.", registry=r)
+        self.errors = Counter("despina_errors", "Requests that failed, by status code.", ["code"], registry=r)
+        self.redis_errors = Counter("despina_redis_errors", "Redis calls that failed (the daemon went on without Redis).", ["op"], registry=r)
+        self.redis_up = Gauge("despina_redis_up", "1 while the last Redis call succeeded.", registry=r)
+        self.corrupt = Counter("despina_cache_corrupt", "Cache entries that failed their digest check and were dropped.", registry=r)
+        self.workers_replaced = Counter("despina_workers_replaced", "Compile workers that crashed or timed out and were replaced.", registry=r)
+        for tier in TIERS:
+            self.answers.labels(tier)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+    def value(self, name: str, **labels: str) -> float:
+        """One sample's current value (0 when it has not been recorded)."""
+        v = self.registry.get_sample_value(name, labels or None)
+        return v or 0.0

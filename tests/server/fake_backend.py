@@ -1,0 +1,40 @@
+"""A stand-in for the NVPTX backend with its interface (`compile_module` -> `.asm`, `.metadata`).
+
+The daemon tests run on CPU-only machines and need compilations that are fast, deterministic and
+steerable: module attributes make it sleep (`fake_sleep` seconds), fail (`fake_fail`) or kill its
+own worker process (`fake_crash`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from despina.compiler.backends.errors import CompilationError
+from despina.compiler.ir.core import Module
+from despina.compiler.ir.printer import print_module
+
+
+@dataclass
+class FakeKernel:
+    asm: dict[str, Any]
+    metadata: dict[str, Any]
+
+
+def compile_module(module: Module, target: str = "sm_90", num_warps: int = 4, num_stages: int = 3) -> FakeKernel:
+    name = module.kernel.name
+    if "fake_sleep" in module.attrs:
+        time.sleep(float(module.attrs["fake_sleep"]))
+    if module.attrs.get("fake_crash"):
+        os.kill(os.getpid(), signal.SIGKILL)
+    if module.attrs.get("fake_fail"):
+        raise CompilationError("the fake backend refuses this kernel", name)
+    text = print_module(module)
+    ptx = f"// fake PTX for {name} on {target}, {num_warps} warps\n.visible .entry {name}() {{ ret; }}\n"
+    cubin = hashlib.sha256((text + target).encode()).digest() * 64
+    asm = {"ir": text, "gpuir": text, "llir": f"; fake LLVM IR for {name}\n", "ptx": ptx, "cubin": cubin}
+    return FakeKernel(asm, {"name": name, "num_warps": num_warps, "shared": 0, "pid": os.getpid()})

@@ -1,0 +1,173 @@
+"""CompileService without a transport: tiers, single-flight, bad input, worker failures."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import pytest
+
+from despina.compiler.ir.codec import encode
+from despina.server.config import ServiceConfig
+from despina.server.core import CompileRequest, CompileService, ExecuteRequest
+from despina.server.errors import (
+    DeadlineExceeded,
+    Internal,
+    InvalidArgument,
+    NotFound,
+    ResourceExhausted,
+    Unimplemented,
+)
+
+from .conftest import FAKE_COMPILER, RedisProcess, unique
+from .kernels import vector_add, vector_add_ir
+
+T = TypeVar("T")
+
+
+def with_service(body: Callable[[CompileService], Awaitable[T]], **config: Any) -> T:
+    async def main() -> T:
+        service = CompileService(ServiceConfig(compiler=FAKE_COMPILER, workers=1, **config))
+        await service.start()
+        try:
+            return await body(service)
+        finally:
+            await service.close()
+
+    return asyncio.run(main())
+
+
+def test_tiers_memory_redis_compiled(shared_redis: RedisProcess) -> None:
+    req = CompileRequest(vector_add_ir(salt=unique()), target="sm_80", num_warps=8)
+
+    async def first(service: CompileService) -> list[str]:
+        a = await service.compile(req)
+        b = await service.compile(req)
+        assert a.key == b.key and a.cubin == b.cubin and a.digest == b.digest
+        assert a.metadata["name"] == "add_kernel" and a.metadata["num_warps"] == 8
+        assert "sm_80" in a.ptx
+        return [a.tier, b.tier]
+
+    async def second(service: CompileService) -> str:
+        return (await service.compile(req)).tier
+
+    assert with_service(first, redis_url=shared_redis.url) == ["compiled", "memory"]
+    assert with_service(second, redis_url=shared_redis.url) == "redis"
+
+
+def test_single_flight_in_one_daemon() -> None:
+    req = CompileRequest(vector_add_ir(salt=unique(), fake_sleep=0.3))
+
+    async def body(service: CompileService) -> None:
+        results = await asyncio.gather(*(service.compile(req) for _ in range(16)))
+        assert len({r.digest for r in results}) == 1
+        assert service.stats()["compiles"] == 1
+
+    with_service(body)
+
+
+def test_bad_input_is_a_clear_error() -> None:
+    good = vector_add_ir(salt=unique())
+    bad = vector_add(salt=unique())
+    bad.functions[0].body.ops[0].name = "no_such_op"
+
+    async def body(service: CompileService) -> None:
+        cases: list[tuple[CompileRequest, type[Exception], str]] = [
+            (CompileRequest(good[: len(good) // 2]), InvalidArgument, "not a serialized"),
+            (CompileRequest(encode(bad)), InvalidArgument, "failed verification"),
+            (CompileRequest(b"\0" * (2 << 20)), ResourceExhausted, "at most"),
+            (CompileRequest(good, target="x86"), InvalidArgument, "target"),
+            (CompileRequest(good, num_warps=3), InvalidArgument, "num_warps"),
+            (CompileRequest(vector_add_ir(salt=unique(), fake_fail=True)), InvalidArgument, "refuses"),
+        ]
+        for req, error, text in cases:
+            with pytest.raises(error, match=text):
+                await service.compile(req)
+        assert (await service.compile(CompileRequest(good))).tier == "compiled"
+
+    with_service(body, max_ir_bytes=1 << 20)
+
+
+def test_worker_crash_and_timeout_cost_one_request() -> None:
+    async def body(service: CompileService) -> None:
+        with pytest.raises(Internal, match="crashed .*SIGKILL"):
+            await service.compile(CompileRequest(vector_add_ir(salt=unique(), fake_crash=True)))
+        with pytest.raises(DeadlineExceeded, match="longer than"):
+            await service.compile(CompileRequest(vector_add_ir(salt=unique(), fake_sleep=5)))
+        assert (await service.compile(CompileRequest(vector_add_ir(salt=unique())))).tier == "compiled"
+        assert service.metrics.value("despina_workers_replaced_total") == 2
+
+    with_service(body, compile_timeout_s=1.0)
+
+
+def test_worker_killed_from_outside() -> None:
+    async def body(service: CompileService) -> None:
+        task = asyncio.ensure_future(service.compile(CompileRequest(vector_add_ir(salt=unique(), fake_sleep=3))))
+        while not service.stats()["in_flight"]:
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.2)
+        os.kill(service.pool.pids()[0], signal.SIGKILL)
+        with pytest.raises(Internal, match="SIGKILL"):
+            await task
+        assert (await service.compile(CompileRequest(vector_add_ir(salt=unique())))).tier == "compiled"
+
+    with_service(body)
+
+
+def test_artifacts_and_listing() -> None:
+    async def body(service: CompileService) -> None:
+        r = await service.compile(CompileRequest(vector_add_ir(salt=unique())))
+        assert await service.get_artifact(r.key, "cubin") == r.cubin
+        assert b"add_kernel" in await service.get_artifact(r.key, "ir")
+        with pytest.raises(NotFound, match="no 'sass' stage"):
+            await service.get_artifact(r.key, "sass")
+        with pytest.raises(NotFound):
+            await service.get_artifact("0" * 64, "ptx")
+        with pytest.raises(InvalidArgument):
+            await service.get_artifact(r.key, "elf")
+        assert service.recent()[0]["key"] == r.key
+
+    with_service(body)
+
+
+def test_execute_without_gpu_is_unimplemented() -> None:
+    async def body(service: CompileService) -> None:
+        req = ExecuteRequest(CompileRequest(vector_add_ir()), grid=(1,), buffers_nbytes=4096)
+        with pytest.raises(Unimplemented, match="GPU|runtime|not available"):
+            await service.execute(req)
+        big = ExecuteRequest(CompileRequest(vector_add_ir()), grid=(1,), buffers_nbytes=1 << 40)
+        with pytest.raises(ResourceExhausted):
+            await service.execute(big)
+
+    with_service(body)
+
+
+def test_redis_down_fails_open(tmp_path: Any) -> None:
+    dead = RedisProcess(tmp_path)  # never started: nothing listens on its port
+
+    async def body(service: CompileService) -> None:
+        for _ in range(3):
+            assert (await service.compile(CompileRequest(vector_add_ir(salt=unique())))).tier == "compiled"
+        assert not service.stats()["redis_connected"]
+        assert service.stats()["redis_errors"] >= 1
+
+    with_service(body, redis_url=dead.url)
+
+
+def test_corrupt_redis_entry_is_dropped_and_recompiled(shared_redis: RedisProcess) -> None:
+    req = CompileRequest(vector_add_ir(salt=unique()))
+    key = with_service(lambda s: s.compile(req), redis_url=shared_redis.url).key
+    name = f"despina:v1:kernel:{key}".encode()
+    blob = bytearray(shared_redis.client().get(name))
+    blob[-10] ^= 0xFF
+    shared_redis.client().set(name, bytes(blob))
+
+    async def body(service: CompileService) -> tuple[str, float]:
+        tier = (await service.compile(req)).tier
+        return tier, service.metrics.value("despina_cache_corrupt_total")
+
+    assert with_service(body, redis_url=shared_redis.url) == ("compiled", 1.0)
+    assert shared_redis.client().get(name) != bytes(blob)  # replaced by the recompiled entry

@@ -1,0 +1,153 @@
+"""The gRPC transport against a real `despina serve`: RPCs, health, reflection, bad input, auth."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import httpx
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+from despina.compiler.ir.codec import encode
+from despina.proto import service_pb2 as pb
+from despina.proto import service_pb2_grpc
+
+from .conftest import Daemon, RedisProcess, unique
+from .kernels import vector_add, vector_add_ir
+
+TOKEN = "s3cret-token"
+
+
+def stub(d: Daemon) -> Any:
+    return service_pb2_grpc.CompilerStub(grpc.insecure_channel(d.grpc.split("://")[1]))
+
+
+def auth(d: Daemon) -> tuple[tuple[str, str], ...]:
+    return (("authorization", f"Bearer {d.token}"),) if d.token else ()
+
+
+def compile_ok(d: Daemon, **attrs: Any) -> Any:
+    return stub(d).Compile(pb.CompileRequest(ir=vector_add_ir(salt=unique(), **attrs)), metadata=auth(d), timeout=30)
+
+
+def status_of(call: Any) -> tuple[grpc.StatusCode, str]:
+    with pytest.raises(grpc.RpcError) as info:
+        call()
+    return info.value.code(), info.value.details()
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory: pytest.TempPathFactory, shared_redis: RedisProcess) -> Iterator[Daemon]:
+    """A daemon with a token and small size limits."""
+    d = Daemon(tmp_path_factory.mktemp("guarded"), shared_redis.url, token=TOKEN,
+               extra=("--max-ir-bytes", "65536", "--max-request-bytes", "1048576"))
+    yield d
+    d.stop()
+
+
+def test_compile_artifact_stats(daemon: Daemon) -> None:
+    s = stub(daemon)
+    req = pb.CompileRequest(ir=vector_add_ir(salt=unique()), target="sm_80", options=pb.CompileOptions(num_warps=2))
+    first, second = s.Compile(req), s.Compile(req)
+    assert (first.tier, second.tier) == (pb.COMPILED, pb.MEMORY)
+    assert first.cubin == second.cubin and len(first.key) == 64
+    assert json.loads(first.metadata_json)["num_warps"] == 2
+    art = s.GetArtifact(pb.GetArtifactRequest(key=first.key, stage="ptx"))
+    assert art.data.decode() == first.ptx
+    stats = s.Stats(pb.StatsRequest())
+    assert stats.compiles >= 1 and stats.hits["memory"] >= 1 and stats.redis_connected
+    code, _ = status_of(lambda: s.GetArtifact(pb.GetArtifactRequest(key="0" * 64, stage="ptx")))
+    assert code == grpc.StatusCode.NOT_FOUND
+
+
+def test_health_and_reflection(daemon: Daemon) -> None:
+    channel = grpc.insecure_channel(daemon.grpc.split("://")[1])
+    health = health_pb2_grpc.HealthStub(channel)
+    for name in ("", "despina.service.v1.Compiler"):
+        reply = health.Check(health_pb2.HealthCheckRequest(service=name))
+        assert reply.status == health_pb2.HealthCheckResponse.SERVING
+    refl = reflection_pb2_grpc.ServerReflectionStub(channel)
+    replies = list(refl.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")])))
+    names = {s.name for s in replies[0].list_services_response.service}
+    assert {"despina.service.v1.Compiler", "grpc.health.v1.Health"} <= names
+
+
+def test_execute_is_unimplemented_without_gpu(daemon: Daemon) -> None:
+    req = pb.ExecuteRequest(kernel=pb.CompileRequest(ir=vector_add_ir()), grid=[1],
+                            args=[pb.Argument(buffer=pb.Buffer(data=b"\0" * 64, dtype="fp32", shape=[16]))])
+    code, details = status_of(lambda: stub(daemon).Execute(req))
+    assert code == grpc.StatusCode.UNIMPLEMENTED and "GPU" in details
+
+
+def test_bad_input_each_a_clear_status(guarded: Daemon) -> None:
+    channel = grpc.insecure_channel(guarded.grpc.split("://")[1], options=[("grpc.max_send_message_length", -1)])
+    raw = channel.unary_unary("/despina.service.v1.Compiler/Compile")
+    s = service_pb2_grpc.CompilerStub(channel)
+    md = auth(guarded)
+    good = pb.CompileRequest(ir=vector_add_ir(salt=unique())).SerializeToString()
+    bad_module = vector_add(salt=unique())
+    bad_module.functions[0].body.ops[2].name = "not_an_op"
+    cases = {
+        "truncated request": (lambda: raw(good[:-7], metadata=md), grpc.StatusCode.INVALID_ARGUMENT, "CompileRequest"),
+        "truncated IR": (lambda: s.Compile(pb.CompileRequest(ir=vector_add_ir()[:-9]), metadata=md),
+                         grpc.StatusCode.INVALID_ARGUMENT, "invalid IR"),
+        "IR failing verification": (lambda: s.Compile(pb.CompileRequest(ir=encode(bad_module)), metadata=md),
+                                    grpc.StatusCode.INVALID_ARGUMENT, "failed verification"),
+        "oversized IR": (lambda: s.Compile(pb.CompileRequest(ir=b"\1" * 70_000), metadata=md),
+                         grpc.StatusCode.RESOURCE_EXHAUSTED, "at most 65536"),
+        "oversized request": (lambda: s.Compile(pb.CompileRequest(ir=b"\1" * 2_000_000), metadata=md),
+                              grpc.StatusCode.RESOURCE_EXHAUSTED, "larger than max"),
+        "missing token": (lambda: s.Compile(pb.CompileRequest(ir=vector_add_ir())), grpc.StatusCode.UNAUTHENTICATED,
+                          "Bearer"),
+        "wrong token": (lambda: s.Compile(pb.CompileRequest(ir=vector_add_ir()), metadata=(("authorization", "Bearer x"),)),
+                        grpc.StatusCode.UNAUTHENTICATED, "not valid"),
+        "reflection without token": (
+            lambda: list(reflection_pb2_grpc.ServerReflectionStub(channel).ServerReflectionInfo(
+                iter([reflection_pb2.ServerReflectionRequest(list_services="")]))),
+            grpc.StatusCode.UNAUTHENTICATED, ""),
+    }
+    for name, (call, code, text) in cases.items():
+        got, details = status_of(call)
+        assert got == code and text in details, (name, got, details)
+        assert compile_ok(guarded).tier == pb.COMPILED, f"daemon stopped serving after {name}"
+    health = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest())
+    assert health.status == health_pb2.HealthCheckResponse.SERVING
+
+
+def test_worker_sigkilled_mid_compile(tmp_path: Path) -> None:
+    d = Daemon(tmp_path, workers=1)
+    try:
+        result: dict[str, Any] = {}
+
+        def slow() -> None:
+            try:
+                compile_ok(d, fake_sleep=5)
+            except grpc.RpcError as e:
+                result["error"] = (e.code(), e.details())
+
+        thread = threading.Thread(target=slow)
+        thread.start()
+        deadline = time.monotonic() + 20
+        while httpx.get(d.http + "/v1/stats").json()["in_flight"] == 0:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        (pid,) = httpx.get(d.http + "/v1/stats").json()["worker_pids"]
+        os.kill(pid, signal.SIGKILL)
+        thread.join(20)
+        code, details = result["error"]
+        assert code == grpc.StatusCode.INTERNAL and "crashed (killed by signal SIGKILL)" in details
+        assert compile_ok(d).tier == pb.COMPILED
+        stats = httpx.get(d.http + "/v1/stats").json()
+        assert stats["workers"] == 1 and stats["worker_pids"] != [pid]
+        assert d.metric("despina_workers_replaced_total") == 1
+    finally:
+        d.stop()

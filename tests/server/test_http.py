@@ -1,0 +1,114 @@
+"""The REST API against real uvicorn with a real HTTP client."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import httpx
+import pytest
+
+from .conftest import Daemon, unique
+from .kernels import vector_add_ir
+from .test_grpc import guarded  # noqa: F401  (fixture)
+
+
+def body(ir: bytes, **kw: Any) -> dict[str, Any]:
+    return {"ir": base64.b64encode(ir).decode(), **kw}
+
+
+def test_compile_list_and_artifacts(daemon: Daemon) -> None:
+    with httpx.Client(base_url=daemon.http, timeout=30) as http:
+        r = http.post("/v1/compile", json=body(vector_add_ir(salt=unique()), target="sm_89", options={"num_warps": 8}))
+        assert r.status_code == 200, r.text
+        reply = r.json()
+        assert reply["tier"] == "compiled" and reply["metadata"]["target"] == "sm_89"
+        key, cubin = reply["key"], base64.b64decode(reply["cubin"])
+        assert http.post("/v1/compile", json=body(vector_add_ir(salt=unique()))).json()["tier"] == "compiled"
+
+        listed = http.get("/v1/kernels", params={"limit": 2}).json()
+        assert len(listed) == 2 and key in {k["key"] for k in listed}
+        mine = next(k for k in listed if k["key"] == key)
+        assert mine["name"] == "add_kernel" and mine["target"] == "sm_89" and mine["sizes"]["cubin"] == len(cubin)
+
+        info = http.get(f"/v1/kernels/{key}").json()
+        assert info["metadata"]["num_warps"] == 8
+        ptx = http.get(f"/v1/kernels/{key}/ptx")
+        assert ptx.headers["content-type"].startswith("text/plain") and ptx.text == reply["ptx"]
+        blob = http.get(f"/v1/kernels/{key}/cubin")
+        assert blob.headers["content-type"] == "application/octet-stream" and blob.content == cubin
+
+        assert http.get(f"/v1/kernels/{'0' * 64}").status_code == 404
+        assert http.get(f"/v1/kernels/{key}/sass").json()["error"]["code"] == "NOT_FOUND"
+        assert http.get("/v1/kernels/not-a-key").status_code == 400
+        assert http.get("/docs").status_code == 200
+        assert "/v1/compile" in http.get("/openapi.json").json()["paths"]
+
+
+def test_errors_are_json_with_a_code(daemon: Daemon) -> None:
+    with httpx.Client(base_url=daemon.http, timeout=30) as http:
+        r = http.post("/v1/compile", json={"ir": "%%% not base64"})
+        assert r.status_code == 400 and "base64" in r.json()["error"]["message"]
+        r = http.post("/v1/compile", json=body(vector_add_ir()[:-9]))
+        assert r.status_code == 400 and r.json()["error"]["code"] == "INVALID_ARGUMENT"
+        r = http.post("/v1/compile", json=body(vector_add_ir(), target="gfx90a"))
+        assert r.status_code == 400 and "target" in r.json()["error"]["message"]
+        assert http.post("/v1/compile", json={"target": 3}).status_code == 422
+        r = http.post("/v1/execute", json={})
+        assert r.status_code in (404, 405)
+
+
+def test_token_and_limits(guarded: Daemon) -> None:  # noqa: F811
+    with httpx.Client(base_url=guarded.http, timeout=30) as http:
+        assert http.get("/healthz").status_code == 200
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic czNjcmV0"}):
+            r = http.get("/v1/kernels", headers=headers)
+            assert r.status_code == 401 and r.json()["error"]["code"] == "UNAUTHENTICATED"
+            assert http.get("/metrics", headers=headers).status_code == 401
+        ok = guarded.headers()
+        assert http.get("/v1/kernels", headers=ok).status_code == 200
+        r = http.post("/v1/compile", headers=ok, json=body(b"\1" * 200_000))
+        assert r.status_code == 413 and "at most 65536" in r.json()["error"]["message"]
+        r = http.post("/v1/compile", headers=ok, json=body(b"\1" * 2_000_000))
+        assert r.status_code == 413 and "--max-request-bytes" in r.json()["error"]["message"]
+
+        def chunks() -> Any:  # no Content-Length: the limit still holds
+            for _ in range(40):
+                yield b" " * 50_000
+
+        r = http.post("/v1/compile", headers=dict(ok, **{"content-type": "application/json"}), content=chunks())
+        assert r.status_code == 413
+        r = http.post("/v1/compile", headers=ok, json=body(vector_add_ir(salt=unique())))
+        assert r.status_code == 200 and r.json()["tier"] == "compiled"
+
+
+def test_metrics(daemon: Daemon) -> None:
+    httpx.post(daemon.http + "/v1/compile", json=body(vector_add_ir(salt=unique())), timeout=30)
+    text = httpx.get(daemon.http + "/metrics").text
+    for name in ("despina_requests_total", "despina_cache_answers_total", "despina_compile_seconds_bucket",
+                 "despina_compiles_in_flight", "despina_errors_total", "despina_redis_up"):
+        assert name in text
+    assert daemon.metric("despina_compiles_total", outcome="ok") >= 1
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_openapi_fuzzed(daemon: Daemon) -> None:
+    schemathesis = pytest.importorskip("schemathesis")
+    from hypothesis import HealthCheck, given, settings
+    from schemathesis import checks
+
+    schema = schemathesis.openapi.from_url(daemon.http + "/openapi.json")
+    # Schema-valid is not enough for /v1/compile (the IR must also decode and verify), so a
+    # 400 for valid-looking data is right here; every other check applies.
+    excluded = [checks.positive_data_acceptance]
+    for result in schema.get_all_operations():
+        op = result.ok()
+
+        @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+        @given(case=op.as_strategy())
+        def check(case: Any) -> None:
+            response = case.call(base_url=daemon.http, timeout=30)
+            case.validate_response(response, excluded_checks=excluded)
+
+        check()
+    assert httpx.get(daemon.http + "/healthz").status_code == 200
