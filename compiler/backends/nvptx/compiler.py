@@ -14,17 +14,20 @@ from .isolate import emit_ptx_isolated
 from .link import link_cubin, nvjitlink_version, parse_info_log
 from .llvm import emit_ptx, llvm_version, unresolved_intrinsics
 from .lower import lower
+from .sass import Stages
 from .target import PTX_VERSION, get_target
+from .toolkit import LIBDEVICE_PREFIX, find_libdevice
 
 
 @dataclass
 class CompiledKernel:
     """A compiled kernel: `asm` holds every stage's output (`ir`, `gpuir`, `llir`, `ptx` as
-    text, `cubin` as bytes); `metadata` what a launcher needs (`name`, `num_warps`,
-    `shared` bytes of dynamic shared memory) and what ptxas reported (`registers`, spills)."""
+    text, `cubin` as bytes, and `sass` as text, disassembled on first access, when nvdisasm is
+    installed); `metadata` what a launcher needs (`name`, `num_warps`, `shared` bytes of dynamic
+    shared memory) and what ptxas reported (`registers`, spills)."""
 
     name: str
-    asm: dict[str, str | bytes]
+    asm: Stages
     metadata: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -58,19 +61,20 @@ def compile_module(
     if num_warps < 1 or num_warps & (num_warps - 1) or num_warps > 32:
         raise ValueError(f"num_warps must be a power of two from 1 to 32, got {num_warps}")
     name = module.kernel.name
-    asm: dict[str, str | bytes] = {"ir": print_module(module)}
+    asm = Stages(ir=print_module(module))
     gpu = assign_layouts(module, num_warps)
     asm["gpuir"] = print_gpuir(gpu)
     llmodule, shared = lower(gpu, tgt)
     raw = str(llmodule)
+    libdevice = find_libdevice() if any(n.startswith(LIBDEVICE_PREFIX) for n in llmodule.globals) else None
     use_worker = _isolate_default() if isolate is None else isolate
-    optimized, ptx = (emit_ptx_isolated if use_worker else emit_ptx)(raw, tgt.arch)
+    optimized, ptx = (emit_ptx_isolated if use_worker else emit_ptx)(raw, tgt.arch, libdevice=libdevice)
     asm["llir"], asm["ptx"] = optimized, ptx
     missing = unresolved_intrinsics(ptx)
     if missing:
         raise CompilationError(
             f"the PTX still calls {', '.join(missing)}: LLVM's NVPTX backend cannot lower these "
-            "on its own; the op that produced them needs a lowering rule (or libdevice)",
+            "on its own; the op that produced them needs a lowering rule (or libdevice, from nvidia-nvvm)",
             name,
         )
     cubin, log = link_cubin(ptx, tgt.arch, f"{name}.ptx")
@@ -92,4 +96,6 @@ def compile_module(
         "nvjitlink_version": nvjitlink_version(),
         "link_log": log,
     }
+    if libdevice is not None:
+        metadata["libdevice"] = libdevice
     return CompiledKernel(name, asm, metadata)

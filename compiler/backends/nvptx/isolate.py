@@ -42,14 +42,14 @@ def _last_words() -> str:
     return _stderr.read()[-4000:].strip()
 
 
-def emit_ptx_isolated(llir: str, arch: str, opt_level: int = 3) -> tuple[str, str]:
+def emit_ptx_isolated(llir: str, arch: str, opt_level: int = 3, libdevice: str | None = None) -> tuple[str, str]:
     """`llvm.emit_ptx` in the worker process; an LLVM crash raises `LLVMError`."""
     global _worker
     with _lock:
         worker = _worker if _worker is not None and _worker.poll() is None else _start()
         assert worker.stdin is not None and worker.stdout is not None
         try:
-            worker.stdin.write(json.dumps({"llir": llir, "arch": arch, "opt": opt_level}) + "\n")
+            worker.stdin.write(json.dumps({"llir": llir, "arch": arch, "opt": opt_level, "libdevice": libdevice}) + "\n")
             worker.stdin.flush()
             line = worker.stdout.readline()
         except (BrokenPipeError, OSError):

@@ -1,4 +1,5 @@
-"""The LLVM stage: verify the LLVM IR, optimise it at O3 with the new pass manager, emit PTX.
+"""The LLVM stage: verify the LLVM IR, link libdevice when the kernel calls it, optimise at O3
+with the new pass manager, emit PTX.
 
 `emit_ptx` runs in this process; `isolate.emit_ptx_isolated` runs the same function in a
 worker process, so an LLVM abort (`report_fatal_error`) becomes a Python exception.
@@ -35,8 +36,9 @@ def llvm_version() -> str:
     return ".".join(map(str, llvm.llvm_version_info))
 
 
-def emit_ptx(llir: str, arch: str, opt_level: int = 3) -> tuple[str, str]:
-    """(optimised LLVM IR, PTX) for the LLVM IR text `llir` on target `arch`."""
+def emit_ptx(llir: str, arch: str, opt_level: int = 3, libdevice: str | None = None) -> tuple[str, str]:
+    """(optimised LLVM IR, PTX) for the LLVM IR text `llir` on target `arch`; `libdevice` is the
+    path of libdevice.10.bc, linked in when the module calls `__nv_*` functions."""
     _init()
     target = get_target(arch)
     try:
@@ -49,6 +51,8 @@ def emit_ptx(llir: str, arch: str, opt_level: int = 3) -> tuple[str, str]:
     )
     module.triple = TRIPLE
     module.data_layout = str(machine.target_data)
+    if libdevice is not None:
+        link_libdevice(module, libdevice)
     tuning: Any = llvm.create_pipeline_tuning_options(speed_level=opt_level)
     builder = llvm.create_pass_builder(machine, tuning)
     builder.getModulePassManager().run(module, builder)
@@ -57,10 +61,36 @@ def emit_ptx(llir: str, arch: str, opt_level: int = 3) -> tuple[str, str]:
     return optimized, ptx
 
 
-_CALL = re.compile(r"\bcall(?:\.uni)?\b[^;]*?\b(llvm\.[A-Za-z0-9_.]+)")
-_EXTERN = re.compile(r"\.extern\s+\.func[^;]*?\b(llvm\.[A-Za-z0-9_.]+)")
+def link_libdevice(module: llvm.ModuleRef, path: str) -> None:
+    """Link libdevice into `module` and make its functions internal, so that O3 inlines the ones
+    the kernel calls and drops the rest. Its `__nvvm_reflect` queries are answered by the NVPTX
+    pipeline's NVVMReflect pass: with no `nvvm-reflect-ftz` flag, the IEEE (no flush-to-zero)
+    variants are chosen."""
+    try:
+        with open(path, "rb") as f:
+            library = llvm.parse_bitcode(f.read())
+    except (OSError, RuntimeError) as e:
+        raise LLVMError(f"cannot read libdevice at {path}: {e}") from e
+    library.triple = module.triple
+    library.data_layout = module.data_layout
+    defined = {f.name for f in module.functions if not f.is_declaration}
+    try:
+        module.link_in(library)
+    except RuntimeError as e:
+        raise LLVMError(f"linking libdevice ({path}) failed: {e}") from e
+    for fn in module.functions:
+        if not fn.is_declaration and fn.name not in defined:
+            fn.linkage = llvm.Linkage.internal
+
+
+_NAME = r"(llvm\.[A-Za-z0-9_.]+|__nv_\w+|__nvvm_\w+)"
+_CALL = re.compile(r"\bcall(?:\.uni)?\b[^;]*?\b" + _NAME)
+_EXTERN = re.compile(r"\.extern\s+\.func[^;]*?\b" + _NAME)
+_DEFINED = re.compile(r"^(?![ \t]*\.extern)[^\n]*\.func\s+(?:\([^)]*\)\s*)?" + _NAME, re.M)
 
 
 def unresolved_intrinsics(ptx: str) -> list[str]:
-    """The `llvm.*` functions PTX still calls: intrinsics NVPTX could not lower."""
-    return sorted(set(_CALL.findall(ptx)) | set(_EXTERN.findall(ptx)))
+    """The `llvm.*`, `__nv_*` and `__nvvm_*` functions PTX still calls: intrinsics NVPTX could not
+    lower, and libdevice functions that were not linked."""
+    called = set(_CALL.findall(ptx)) - set(_DEFINED.findall(ptx))
+    return sorted(called | set(_EXTERN.findall(ptx)))

@@ -12,7 +12,7 @@ def serve() -> None:
     for line in sys.stdin:
         request = json.loads(line)
         try:
-            llir, ptx = emit_ptx(request["llir"], request["arch"], request["opt"])
+            llir, ptx = emit_ptx(request["llir"], request["arch"], request["opt"], request.get("libdevice"))
             reply = {"ok": True, "llir": llir, "ptx": ptx}
         except Exception as e:  # every failure goes back to the caller
             reply = {"ok": False, "error": f"{type(e).__name__}: {e}"}

@@ -66,14 +66,13 @@ def _share(ctx: Lowering, op: Op, results: list[ir.Value], owner: ir.Value | Non
     if owner is None or not ctx.is_used(op.results[0]):
         return results
     b, ll, elem = ctx.b, ctx.layout(op.results[0]), elem_of(op.results[0].type)
-    ctx.smem(max(1, elem.primitive_bitwidth // 8) * max(1, _numel(ll.shape)))
-    ctx.barrier()
     flats = [row_major(ctx, ctx.index(ll, r), ll.shape) for r in range(len(results))]
-    with b.if_then(owner):
-        for flat, v in zip(flats, results):
-            store_elem(ctx, elem, flat, v)
-    ctx.barrier()
-    return [load_elem(ctx, elem, flat) for flat in flats]
+    with ctx.scratch(max(1, elem.primitive_bitwidth // 8) * max(1, _numel(ll.shape))) as buffer:
+        with b.if_then(owner):
+            for flat, v in zip(flats, results):
+                store_elem(ctx, elem, flat, v, buffer)
+        ctx.barrier()
+        return [load_elem(ctx, elem, flat, buffer) for flat in flats]
 
 
 def _numel(shape: tuple[int, ...]) -> int:

@@ -8,6 +8,8 @@ parameters the kernel's arguments in order, a 1-D block of `32 * num_warps` thre
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import llvmlite.ir as ir
 from llvmlite.ir.values import FunctionAttributes
@@ -16,6 +18,7 @@ from ....ir.core import Block, Op, Value
 from ....ir.types import ElemType, elem_of
 from ...errors import CompilationError, op_error
 from ...gpuir import GpuFunction, LinearLayout
+from ...gpuir.smem_alloc import SharedAllocator
 from ..target import DATA_LAYOUT, TRIPLE, Target
 from .registry import RULES, Regs
 from .types import const, i1, i32, i64, llvm_type, sptr, void
@@ -60,7 +63,7 @@ class Lowering:
         self.warp = self.prologue.lshr(self.tid, const(i32, 5), name="warp")
         self.prologue.position_before(self.prologue.branch(self.b.block))
         self.values: dict[int, Regs] = {id(a): [la] for a, la in zip(fn.args, self.func.args)}
-        self.smem_bytes = 0
+        self.shared = SharedAllocator()
         self._used = {id(v) for op in fn.walk() for v in op.operands}
         self._smem: ir.Value | None = None
         self._dyn: dict[tuple[object, ...], list[ir.Value]] = {}
@@ -146,14 +149,40 @@ class Lowering:
         return self.b.asm(ftype, text, constraints, args, side_effect)
 
     def barrier(self) -> None:
+        """A CTA barrier: every shared-memory access before it is complete after it."""
+        self._emit_barrier()
+        self.shared.fence()
+
+    def _emit_barrier(self) -> None:
         self.call("llvm.nvvm.barrier0", void, [])
 
-    def smem(self, nbytes: int) -> ir.Value:
-        """The base of the dynamic shared memory, reserving `nbytes` of scratch from offset 0.
+    @property
+    def smem_bytes(self) -> int:
+        """The dynamic shared memory the kernel needs: the end of its highest buffer."""
+        return self.shared.total
 
-        Every shared-memory user today is scratch that lives within one op, so all of them
-        start at 0 and the kernel needs the largest; each user fences with barriers."""
-        self.smem_bytes = max(self.smem_bytes, nbytes)
+    @contextmanager
+    def scratch(self, nbytes: int) -> Iterator[int]:
+        """A shared-memory buffer of `nbytes` for the ops lowered inside the `with`: its byte offset.
+
+        The allocator (`gpuir.smem_alloc`) places it clear of live buffers and, when it can, of bytes
+        other threads may still be reading; when it cannot, a barrier is emitted here first. Writers
+        call `barrier()` before the buffer is read; on leaving, its bytes become pending."""
+        placed = self.shared.alloc(nbytes)
+        if placed.barrier:
+            self._emit_barrier()
+        try:
+            yield placed.offset
+        finally:
+            self.shared.free(placed.offset)
+
+    def loop_body_end(self) -> None:
+        """End a loop body with a barrier when its next iteration would reuse bytes still being read."""
+        if self.shared.loop_end():
+            self._emit_barrier()
+
+    def smem_base(self) -> ir.Value:
+        """The base of the dynamic shared memory (`global_smem`, addrspace 3)."""
         if self._smem is None:
             g = ir.GlobalVariable(self.module, ir.ArrayType(ir.IntType(8), 0), "global_smem", addrspace=3)
             g.linkage = "external"

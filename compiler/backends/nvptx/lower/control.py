@@ -45,7 +45,9 @@ def for_loop(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
     cond = b.icmp_signed("<", iv, hi) if signed else b.icmp_unsigned("<", iv, hi)
     b.cbranch(cond, body, exit_)
     b.position_at_end(body)
+    ctx.shared.loop_begin()
     yields = ctx.lower_region(op.regions[0], [[iv], *carried])
+    ctx.loop_body_end()
     latch = b.block
     _close([[iv]], [[b.add(iv, step)]], latch)
     _close(carried, yields, latch)
@@ -62,11 +64,15 @@ def if_op(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
     merge = ctx.func.append_basic_block("if.end")
     b.cbranch(args[0][0], then_bb, else_bb)
     ends: list[tuple[ir.Block, list[Regs]]] = []
+    entry, states = ctx.shared.branch(), []
     for region, block in zip(op.regions, (then_bb, else_bb)):
+        ctx.shared.set_state(entry)
         b.position_at_end(block)
         values = ctx.lower_region(region, [])
         ends.append((b.block, values))
+        states.append(ctx.shared.state)
         b.branch(merge)
+    ctx.shared.join(states)
     b.position_at_end(merge)
     (then_end, then_vals), (else_end, else_vals) = ends
     phis = _phis(ctx, then_vals, then_end)
@@ -84,10 +90,12 @@ def while_loop(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
     b.branch(before_bb)
     b.position_at_end(before_bb)
     phis = _phis(ctx, args, pre)
+    ctx.shared.loop_begin()
     cond, *passed = ctx.lower_region(op.regions[0], [list(r) for r in phis])
     b.cbranch(cond[0], after_bb, exit_)
     b.position_at_end(after_bb)
     yields = ctx.lower_region(op.regions[1], passed)
+    ctx.loop_body_end()
     _close(phis, yields, b.block)
     b.branch(before_bb)
     b.position_at_end(exit_)

@@ -78,19 +78,19 @@ def _across_warps(
     elems = [elem_of(r.type) for r in op.results]
     count = numel(partial.shape)
     groups = 1 << len(warp_bits)
-    ctx.barrier()
-    offsets = arrays(ctx, elems, count * groups)
+    offsets, size = arrays(elems, count * groups)
     group = b.mul(warp_group(ctx, warp_bits), const(i32, count))
     flats = [row_major(ctx, ctx.index(partial, j), partial.shape) for j in range(len(accs))]
-    for flat, acc in zip(flats, accs):
-        for e, off, v in zip(elems, offsets, acc):
-            store_elem(ctx, e, b.add(group, flat), v, off)
-    ctx.barrier()
-    out = []
-    for flat in flats:
-        acc = [load_elem(ctx, e, flat, off) for e, off in zip(elems, offsets)]
-        for g in range(1, groups):
-            at = b.add(flat, const(i32, g * count))
-            acc = combine(acc, [load_elem(ctx, e, at, off) for e, off in zip(elems, offsets)])
-        out.append(acc)
+    with ctx.scratch(size) as buffer:
+        for flat, acc in zip(flats, accs):
+            for e, off, v in zip(elems, offsets, acc):
+                store_elem(ctx, e, b.add(group, flat), v, buffer + off)
+        ctx.barrier()
+        out = []
+        for flat in flats:
+            acc = [load_elem(ctx, e, flat, buffer + off) for e, off in zip(elems, offsets)]
+            for g in range(1, groups):
+                at = b.add(flat, const(i32, g * count))
+                acc = combine(acc, [load_elem(ctx, e, at, buffer + off) for e, off in zip(elems, offsets)])
+            out.append(acc)
     return out

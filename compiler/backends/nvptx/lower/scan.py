@@ -81,17 +81,17 @@ def _partner_via_smem(
     ctx: Lowering, elems: list[ElemType], tot: list[list[ir.Value]], ll: LinearLayout, axis: int, power: int
 ) -> list[list[ir.Value]]:
     b = ctx.b
-    ctx.barrier()
-    offsets = arrays(ctx, elems, numel(ll.shape))
-    for r, t in enumerate(tot):
-        flat = row_major(ctx, ctx.index(ll, r), ll.shape)
-        for e, off, v in zip(elems, offsets, t):
-            store_elem(ctx, e, flat, v, off)
-    ctx.barrier()
-    out = []
-    for r in range(len(tot)):
-        idx = ctx.index(ll, r)
-        idx[axis] = b.xor(idx[axis], const(i32, power))
-        flat = row_major(ctx, idx, ll.shape)
-        out.append([load_elem(ctx, e, flat, off) for e, off in zip(elems, offsets)])
+    offsets, size = arrays(elems, numel(ll.shape))
+    with ctx.scratch(size) as buffer:
+        for r, t in enumerate(tot):
+            flat = row_major(ctx, ctx.index(ll, r), ll.shape)
+            for e, off, v in zip(elems, offsets, t):
+                store_elem(ctx, e, flat, v, buffer + off)
+        ctx.barrier()
+        out = []
+        for r in range(len(tot)):
+            idx = ctx.index(ll, r)
+            idx[axis] = b.xor(idx[axis], const(i32, power))
+            flat = row_major(ctx, idx, ll.shape)
+            out.append([load_elem(ctx, e, flat, buffer + off) for e, off in zip(elems, offsets)])
     return out

@@ -43,7 +43,7 @@ def numel(shape: Sequence[int]) -> int:
 def slot(ctx: Lowering, elem: ElemType, offset: ir.Value, byte_base: int = 0) -> ir.Value:
     """The shared-memory address of element `offset` of an array at `byte_base` of scratch."""
     ty = i8 if isinstance(elem, ScalarType) and elem.is_bool() else llvm_type(elem)
-    base = ctx.smem(0)
+    base = ctx.smem_base()
     if byte_base:
         base = ctx.b.gep(base, [const(i32, byte_base)], source_etype=i8)
     return ctx.b.gep(base, [offset], source_etype=ty)
@@ -66,14 +66,14 @@ def elem_bytes(elem: ElemType) -> int:
     return max(mem_bits(elem) // 8, 1)
 
 
-def arrays(ctx: Lowering, elems: Sequence[ElemType], count: int) -> list[int]:
-    """Reserve one scratch array of `count` elements per type; their byte offsets."""
+def arrays(elems: Sequence[ElemType], count: int) -> tuple[list[int], int]:
+    """One array of `count` elements per type, one after the other: their byte offsets in a
+    buffer, and the buffer's size."""
     offsets, total = [], 0
     for e in elems:
         offsets.append(total)
         total += -(-count * elem_bytes(e) // 8) * 8
-    ctx.smem(total)
-    return offsets
+    return offsets, total
 
 
 def gather(
@@ -82,16 +82,15 @@ def gather(
     """Registers of `dst`: register `r` gets the source element at `address(index of r)`,
     where source `k` lies row-major after sources `0 .. k-1`."""
     total = sum(numel(ll.shape) for _, ll in sources)
-    ctx.smem(total * max(mem_bits(elem) // 8, 1))
-    ctx.barrier()  # earlier readers of the scratch area are done
-    base = 0
-    for regs, ll in sources:
-        for r, value in enumerate(regs):
-            offset = row_major(ctx, ctx.index(ll, r), ll.shape)
-            store_elem(ctx, elem, ctx.b.add(offset, const(i32, base)) if base else offset, value)
-        base += numel(ll.shape)
-    ctx.barrier()
-    return [load_elem(ctx, elem, address(ctx.index(dst, r))) for r in range(dst.num_regs)]
+    with ctx.scratch(total * elem_bytes(elem)) as buffer:
+        base = 0
+        for regs, ll in sources:
+            for r, value in enumerate(regs):
+                offset = row_major(ctx, ctx.index(ll, r), ll.shape)
+                store_elem(ctx, elem, ctx.b.add(offset, const(i32, base)) if base else offset, value, buffer)
+            base += numel(ll.shape)
+        ctx.barrier()
+        return [load_elem(ctx, elem, address(ctx.index(dst, r)), buffer) for r in range(dst.num_regs)]
 
 
 def convert(ctx: Lowering, elem: ElemType, regs: Regs, src: LinearLayout, dst: LinearLayout) -> Regs:

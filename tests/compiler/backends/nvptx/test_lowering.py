@@ -132,40 +132,6 @@ def test_math_uses_hardware_approximations() -> None:
     )
 
 
-def test_erf_is_a_polynomial_with_no_library_call() -> None:
-    k = build(unary_kernel("erf_kernel", lambda k, x: k.op("erf", x)))
-    filecheck(ptx(k), "CHECK: fma.rn.f32\nCHECK: ex2.approx.f32\nCHECK-NOT: call")
-
-
-def test_erf_coefficients_are_accurate() -> None:
-    import math
-
-    np = pytest.importorskip("numpy")
-    from despina.compiler.backends.nvptx.lower.math import _ERF_P, _ERF_Q
-
-    f = np.float32
-
-    def horner(cs, z):  # type: ignore[no-untyped-def]
-        r = f(cs[0])
-        for c in cs[1:]:
-            r = f(np.float64(r) * np.float64(z) + np.float64(f(c)))
-        return r
-
-    worst = 0.0
-    for x in np.linspace(-4.5, 4.5, 20001).astype(np.float32):
-        t = abs(float(x))
-        if t < 1:
-            got = float(f(horner(_ERF_P, f(x * x)) * x))
-        elif t < 4:
-            got = math.copysign(float(f(1 - f(np.exp(np.float64(horner(_ERF_Q, f(t))))))), float(x))
-        else:
-            got = math.copysign(1.0, float(x))
-        ref = math.erf(float(x))
-        ulp = float(np.spacing(np.float32(abs(ref)))) if ref else 1e-45
-        worst = max(worst, abs(got - ref) / ulp)
-    assert worst < 3
-
-
 def test_fp16_and_bf16_casts_round_to_nearest() -> None:
     def body(k, x):  # type: ignore[no-untyped-def]
         h = k.cast(k.cast(x, bfloat16), float16)
@@ -225,17 +191,23 @@ def test_softmax_reduces_with_butterfly_shuffles() -> None:
         """
         CHECK: max.f32
         CHECK: shfl.sync.bfly.b32
-        CHECK: bar.sync
+        CHECK-NOT: bar.sync
         CHECK: st.shared
+        CHECK: bar.sync
         CHECK: ld.shared
         CHECK: ex2.approx.f32
         CHECK: shfl.sync.bfly.b32
+        CHECK-NOT: bar.sync
+        CHECK: st.shared
+        CHECK: bar.sync
+        CHECK: ld.shared
         CHECK: div.rn.f32
         CHECK: st.global.v4.b32
+        CHECK-COUNT-2: bar.sync
         """,
     )
     assert ptx(k).count("shfl.sync.bfly.b32") == 10
-    assert k.metadata["shared"] == 16
+    assert k.metadata["shared"] == 32  # 4 warps' fp32 partials, one slot per reduction: no barrier between
 
 
 def _reduce_2d(axis: int) -> Module:

@@ -1,0 +1,168 @@
+"""`despina.compile`: a kernel compiled ahead of time for a signature, with no GPU needed.
+
+    k = despina.compile(add_kernel, signature="*fp32:16,*fp32:16,*fp32:16,i32", constexprs={"BLOCK": 1024},
+                        num_warps=4, target="sm_90")
+    k.asm["ptx"], k.asm["cubin"], k.metadata["shared"]
+    print(k.inspect_sass())
+
+The module is built as `kernel[grid](...)` builds it (the same frontend and pass pipeline), with the
+signature in place of the call's arguments; the NVPTX backend is imported only here, so that
+`import despina` stays free of LLVM.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from despina.compiler.ir.core import Module
+from despina.compiler.passes.pipeline import run_pipeline
+from despina.language.core import constexpr
+
+from .frontend.codegen import generate_module
+from .jit import JITFunction
+from .signature import Entry, Signature, SignatureError, bind
+
+_INSPECT_NO_SASS = "no SASS: nvdisasm was not found; install it with `pip install nvidia-cuda-nvdisasm`"
+
+
+@dataclass
+class CompiledKernel:
+    """A kernel compiled for one signature and target.
+
+    `asm` holds every stage: `ir` (tile IR), `gpuir` (with layouts), `llir` (optimized LLVM IR),
+    `ptx`, `cubin` (bytes) and `sass` when nvdisasm is installed (disassembled on first access,
+    which takes a second or two); `metadata` holds what a launcher
+    needs (`name`, `num_warps`, `num_threads`, `shared` bytes) and what ptxas reported (`registers`,
+    `spill_stores`, ...). `signature` and `constexprs` record what it was compiled for."""
+
+    name: str
+    asm: dict[str, str | bytes]
+    metadata: dict[str, Any]
+    signature: tuple[str, ...] = ()
+    constexprs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def cubin(self) -> bytes:
+        data = self.asm["cubin"]
+        assert isinstance(data, bytes)
+        return data
+
+    def _text(self, stage: str, missing: str = "") -> str:
+        text = self.asm.get(stage)
+        if text is None:
+            raise RuntimeError(f"kernel '{self.name}': {missing or f'no {stage} stage'}")
+        return text.decode() if isinstance(text, bytes) else text
+
+    def inspect_ir(self) -> str:
+        """The optimized tile IR."""
+        return self._text("ir")
+
+    def inspect_gpuir(self) -> str:
+        """The GPU IR: the tile IR with a layout for every tile."""
+        return self._text("gpuir")
+
+    def inspect_llvm(self) -> str:
+        """The optimized LLVM IR."""
+        return self._text("llir")
+
+    def inspect_ptx(self) -> str:
+        """The PTX assembly."""
+        return self._text("ptx")
+
+    def inspect_sass(self) -> str:
+        """The SASS of the cubin, as nvdisasm prints it (a RuntimeError when nvdisasm is not installed)."""
+        return self._text("sass", _INSPECT_NO_SASS)
+
+    def __repr__(self) -> str:
+        md = self.metadata
+        return (f"CompiledKernel({self.name!r}, target={md.get('target')}, num_warps={md.get('num_warps')}, "
+                f"shared={md.get('shared')}, registers={md.get('registers')})")
+
+
+def as_jit_function(kernel: Any) -> JITFunction:
+    """The JITFunction behind `kernel` (itself, an autotuned or heuristics wrapper, or a plain function)."""
+    seen = 0
+    while not isinstance(kernel, JITFunction) and hasattr(kernel, "fn") and seen < 8:
+        kernel, seen = kernel.fn, seen + 1
+    if isinstance(kernel, JITFunction):
+        return kernel
+    if callable(kernel) and hasattr(kernel, "__code__"):
+        return JITFunction(kernel)
+    raise TypeError(f"despina.compile needs a @despina.jit kernel, got {type(kernel).__name__}")
+
+
+def specialize(fn: JITFunction, signature: Signature, constexprs: Mapping[str, Any]
+               ) -> tuple[list[tuple[str, Any]], dict[str, Any], dict[str, Entry], dict[str, Any]]:
+    """What `JITFunction.specialize` gives the frontend, from a signature: the parameters (an IR
+    type or a constexpr each), the module attributes, the entries and the constexpr values."""
+    unknown = sorted(set(constexprs) - set(fn.arg_names))
+    if unknown:
+        raise SignatureError(f"kernel '{fn.__name__}' has no parameter {', '.join(map(repr, unknown))}; "
+                             f"its parameters are ({', '.join(fn.arg_names)})")
+    consts: dict[str, Any] = {}
+    for p in fn.params:
+        if p.name in constexprs:
+            consts[p.name] = constexprs[p.name]
+        elif p.name in fn.constexpr_names:
+            if p.default is p.empty:
+                raise SignatureError(f"kernel '{fn.__name__}': constexpr '{p.name}' needs a value: "
+                                     f"pass constexprs={{'{p.name}': ...}}")
+            consts[p.name] = p.default
+    names = [n for n in fn.arg_names if n not in consts]
+    entries = bind(signature, names, fn.__name__)
+    params: list[tuple[str, Any]] = []
+    divisible: list[int] = []
+    equal_to_1: list[int] = []
+    for name in fn.arg_names:
+        if name in consts:
+            params.append((name, constexpr(consts[name])))
+            continue
+        entry, index = entries[name], names.index(name)
+        params.append((name, entry.type))
+        if entry.hint == 16:
+            divisible.append(index)
+        elif entry.hint == 1:
+            equal_to_1.append(index)
+    attrs = {"divisibility": divisible, "equal_to_1": equal_to_1}
+    return params, attrs, entries, consts
+
+
+def build_module(fn: JITFunction, params: list[tuple[str, Any]], attrs: dict[str, Any], debug: bool) -> Module:
+    """The optimized tile IR module, built as the JIT builds it."""
+    module, _ = generate_module(fn, params, debug, attrs)
+    return run_pipeline(module)
+
+
+def compile(
+    kernel: JITFunction | Callable[..., Any],
+    signature: Signature,
+    constexprs: Mapping[str, Any] | None = None,
+    num_warps: int = 4,
+    num_stages: int = 3,
+    target: str = "sm_90",
+    debug: bool | None = None,
+) -> CompiledKernel:
+    """Compile `kernel` for `signature` (Triton's grammar: `"*fp32:16,*fp32:16,*fp32:16,i32"`, one
+    entry per run-time parameter in order) and `constexprs` (by name) to a cubin for `target`
+    (sm_80, sm_86, sm_89, sm_90, sm_90a). Needs `despina[compiler]`; no GPU.
+
+        >>> k = despina.compile(add_kernel, "*fp32:16,*fp32:16,*fp32:16,i32", {"BLOCK": 1024})
+        >>> print(k.inspect_ptx())
+    """
+    fn = as_jit_function(kernel)
+    options = fn.options({"num_warps": num_warps, "num_stages": num_stages}, interpret=False)
+    if debug is not None:
+        options = dataclasses.replace(options, debug=debug)
+    params, attrs, entries, consts = specialize(fn, signature, dict(constexprs or {}))
+    attrs.update(num_warps=options.num_warps, num_stages=options.num_stages)
+    module = build_module(fn, params, attrs, options.debug)
+    try:
+        from despina.compiler.backends.nvptx import compile_module
+    except ImportError as exc:
+        raise RuntimeError(f"despina.compile needs the NVPTX backend ({exc}); install 'despina[compiler]'") from None
+    compiled = compile_module(module, target=target, num_warps=options.num_warps, num_stages=options.num_stages)
+    sig = tuple(str(e) for e in entries.values())
+    return CompiledKernel(compiled.name, compiled.asm, dict(compiled.metadata), sig, consts)

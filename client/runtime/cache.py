@@ -1,0 +1,201 @@
+"""The local disk cache of compiled kernels (`~/.cache/despina`, or `DESPINA_CACHE_DIR`).
+
+Content-addressed: `cache_key` hashes the canonical IR, the specialization, the options, the
+target and the versions of despina, LLVM (llvmlite), nvJitLink and the backend's source, so
+nothing stale is ever found. One entry is one file holding the cubin, the JSON metadata and every
+stage's text, behind a header with their SHA-256 digest:
+
+    DESPINA-CACHE 1\\n{"key": ..., "digest": ..., "sections": [["cubin", 5120], ...]}\\n<sections>
+
+It is written to a temporary file in the same folder and renamed into place (`os.replace` is
+atomic), so a reader sees a whole entry or none, whatever other processes do; a reader checks the
+digest and discards an entry that does not match, which is then compiled again. No pickle.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+from importlib import metadata as distributions
+from pathlib import Path
+from typing import Any
+
+from despina.compiler.ir.core import Module
+
+MAGIC = b"DESPINA-CACHE 1\n"
+
+
+@dataclass(frozen=True)
+class Binary:
+    """A compiled kernel: its name, cubin, metadata (JSON values) and the text of every stage."""
+
+    name: str
+    cubin: bytes
+    metadata: dict[str, Any]
+    asm: dict[str, str] = field(default_factory=dict)
+
+
+def _sections(binary: Binary) -> list[tuple[str, bytes]]:
+    meta = json.dumps({"name": binary.name, **binary.metadata}, sort_keys=True, default=str).encode()
+    return [("cubin", binary.cubin), ("metadata", meta)] + [
+        (f"asm.{stage}", text.encode()) for stage, text in sorted(binary.asm.items())]
+
+
+def _digest(table: list[list[Any]], blobs: list[bytes]) -> str:
+    h = hashlib.sha256(json.dumps(table).encode())
+    for blob in blobs:
+        h.update(blob)
+    return h.hexdigest()
+
+
+def encode(key: str, binary: Binary) -> bytes:
+    """The bytes of a cache entry for `binary` stored under `key`."""
+    sections = _sections(binary)
+    table = [[name, len(blob)] for name, blob in sections]
+    blobs = [blob for _, blob in sections]
+    header = json.dumps({"key": key, "digest": _digest(table, blobs), "sections": table}).encode()
+    return MAGIC + header + b"\n" + b"".join(blobs)
+
+
+def decode(key: str, data: bytes) -> Binary | None:
+    """The Binary of entry bytes `data` if they are whole, stored under `key` and match their digest."""
+    try:
+        if not data.startswith(MAGIC):
+            return None
+        header_end = data.index(b"\n", len(MAGIC))
+        header = json.loads(data[len(MAGIC):header_end])
+        table = header["sections"]
+        if header["key"] != key or sum(n for _, n in table) != len(data) - header_end - 1:
+            return None
+        blobs, offset = [], header_end + 1
+        for _, n in table:
+            blobs.append(data[offset:offset + n])
+            offset += n
+        if _digest(table, blobs) != header["digest"]:
+            return None
+        parts = {name: blob for (name, _), blob in zip(table, blobs)}
+        meta = json.loads(parts["metadata"])
+        asm = {name[4:]: blob.decode() for name, blob in parts.items() if name.startswith("asm.")}
+        return Binary(meta.pop("name"), parts["cubin"], meta, asm)
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError):  # json errors are ValueErrors
+        return None
+
+
+class FileCache:
+    """Entries under `directory`, one file each, in a subfolder named by the key's first two digits.
+    `stats` counts hits, misses, writes and corrupt entries discarded."""
+
+    def __init__(self, directory: os.PathLike[str] | str) -> None:
+        self.directory = Path(directory)
+        self.stats: Counter[str] = Counter()
+
+    def path(self, key: str) -> Path:
+        return self.directory / key[:2] / f"{key}.cubin"
+
+    def get(self, key: str) -> Binary | None:
+        path = self.path(key)
+        try:
+            data = path.read_bytes()
+        except OSError:
+            self.stats["miss"] += 1
+            return None
+        binary = decode(key, data)
+        if binary is None:
+            self.stats["corrupt"] += 1
+            self._discard(path, data)
+            return None
+        self.stats["hit"] += 1
+        return binary
+
+    def put(self, key: str, binary: Binary) -> None:
+        """Store `binary` under `key` atomically; a cache that cannot be written is skipped, not an error."""
+        path = self.path(key)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key[:16]}.", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(encode(key, binary))
+                os.replace(tmp, path)
+            except BaseException:
+                os.unlink(tmp)
+                raise
+        except OSError:
+            self.stats["write_failed"] += 1
+            return
+        self.stats["write"] += 1
+
+    def _discard(self, path: Path, seen: bytes) -> None:
+        # Remove the bad entry, unless another process has replaced it meanwhile (the check and the
+        # unlink are not atomic: losing that race costs one more compile, never a bad launch).
+        try:
+            if path.read_bytes() == seen:
+                path.unlink()
+        except OSError:
+            pass
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("DESPINA_CACHE_DIR") or Path.home() / ".cache" / "despina")
+
+
+_CACHES: dict[Path, FileCache] = {}
+
+
+def default_cache() -> FileCache:
+    """The FileCache of `cache_dir()` (read from the environment at each call)."""
+    directory = cache_dir()
+    found = _CACHES.get(directory)
+    if found is None:
+        found = _CACHES[directory] = FileCache(directory)
+    return found
+
+
+def _version(*names: str) -> str:
+    for name in names:
+        try:
+            return distributions.version(name)
+        except distributions.PackageNotFoundError:
+            continue
+    return "none"
+
+
+@functools.cache
+def toolchain() -> dict[str, str]:
+    """The versions a cubin depends on besides its input: despina, llvmlite (which fixes the LLVM
+    version), nvJitLink, and a digest of the backend's source (so a changed backend never reuses a
+    cubin during development, when the version stays the same)."""
+    import despina
+    import despina.compiler.backends as backends
+
+    try:
+        from cuda.bindings import nvjitlink
+
+        nvjitlink_version = ".".join(map(str, nvjitlink.version()))
+    except Exception:  # no nvJitLink: the key still differs from any key made with one
+        nvjitlink_version = _version("nvidia-nvjitlink", "nvidia-nvjitlink-cu13", "nvidia-nvjitlink-cu12")
+    source = hashlib.sha256()
+    root = Path(backends.__file__).parent
+    for path in sorted(root.rglob("*.py")):
+        source.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return {"despina": despina.__version__, "llvmlite": _version("llvmlite"), "nvjitlink": nvjitlink_version,
+            "backend": source.hexdigest()}
+
+
+def ir_hash(module: Module) -> str:
+    """The canonical IR hash (`despina.compiler.ir.hashing.module_hash`)."""
+    from despina.compiler.ir.hashing import module_hash
+
+    return module_hash(module)
+
+
+def cache_key(module: Module, options: dict[str, Any], target: str) -> str:
+    """The SHA-256 key of `module` compiled with `options` (num_warps, num_stages, debug) for `target`."""
+    parts = {"ir": ir_hash(module), "specialization": module.attrs, "options": options, "target": target,
+             "versions": toolchain()}
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=repr).encode()).hexdigest()

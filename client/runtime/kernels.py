@@ -1,0 +1,68 @@
+"""From optimized tile IR to a cubin: memory, then the disk cache, then the compiler (the daemon
+when one is configured, `despina.set_server` / DESPINA_SERVER, else the NVPTX backend in-process).
+
+    binary = kernels.binary(module, {"num_warps": 4, "num_stages": 3, "debug": False}, "sm_90a")
+
+`STATS` counts where each request was served (`memory`, `disk`, `compile`). The backend is
+imported on a miss only, so a process that finds its kernels on disk never imports LLVM.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from types import SimpleNamespace
+from typing import Any
+
+from despina.compiler.ir.core import Module
+
+from . import cache
+
+STATS: Counter[str] = Counter()
+_MEMORY: dict[str, cache.Binary] = {}
+
+
+def binary(module: Module, options: dict[str, Any], target: str) -> cache.Binary:
+    """The compiled kernel of `module` for `target`: from memory, from disk (verified), or compiled now
+    and stored in both."""
+    key = cache.cache_key(module, options, target)
+    found = _MEMORY.get(key)
+    if found is not None:
+        STATS["memory"] += 1
+        return found
+    disk = cache.default_cache()
+    found = disk.get(key)
+    if found is not None:
+        STATS["disk"] += 1
+    else:
+        STATS["compile"] += 1
+        found = compile_module(module, options, target)
+        disk.put(key, found)
+    _MEMORY[key] = found
+    return found
+
+
+def compile_module(module: Module, options: dict[str, Any], target: str) -> cache.Binary:
+    """Compile on the daemon or run the NVPTX backend; the Binary keeps the cubin, JSON-ready metadata
+    and every stage's text the compiler returned."""
+    from despina import remote
+
+    name = module.kernel.name
+    if remote.server() is not None:
+        got = remote.compile_remote(module, SimpleNamespace(**options), target)
+        meta = _json(got.metadata)
+        return cache.Binary(str(meta.pop("name", name)), bytes(got.cubin), meta, {"ptx": got.ptx})
+    try:
+        from despina.compiler.backends.nvptx import compile_module as backend
+    except ImportError as exc:
+        raise RuntimeError(f"kernel '{name}': the NVPTX backend cannot be imported ({exc}); install "
+                           "'despina[compiler]', or set DESPINA_INTERPRET=1 to run it in the interpreter") from None
+    compiled = backend(module, target=target, num_warps=options["num_warps"], num_stages=options["num_stages"])
+    metadata = _json(compiled.metadata)
+    return cache.Binary(str(metadata.pop("name", name)), compiled.cubin, metadata,
+                        {stage: text for stage, text in compiled.asm.items() if isinstance(text, str)})
+
+
+def _json(metadata: Any) -> dict[str, Any]:
+    """`metadata` as the JSON values the disk cache stores (tuples become lists, others strings)."""
+    return json.loads(json.dumps(dict(metadata), default=str))

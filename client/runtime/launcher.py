@@ -1,0 +1,110 @@
+"""Launching one loaded kernel: its argument layout, per-thread launch frames, and errors.
+
+    launcher = Launcher(function, ["x", "n"], [PointerType(float32), int32])
+    launcher.launch((128, 1, 1), {"x": x.data_ptr(), "n": 4096}, stream=0)
+
+The JIT's fast path (`dispatch.py`) packs the frame and calls `launch_ex` itself; `launch` is the
+general entry point, and `error` explains a failed launch.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from despina.compiler.ir.types import Type
+from despina.language.core import unwrap
+
+from . import libcuda
+from .driver import Function, LastLaunch
+from .errors import INVALID_VALUE, LAUNCH_OUT_OF_RESOURCES, CudaError, LaunchError, OutOfResourcesError, driver_error
+from .packing import ArgLayout, Frame
+
+
+class Launcher:
+    """A kernel loaded on one device: its parameters' names and layout, and one Frame per thread."""
+
+    def __init__(self, function: Function, arg_names: Sequence[str], arg_types: Sequence[Type],
+                 lib: libcuda.LibCuda | None = None) -> None:
+        self.function = function
+        self.name = function.name
+        self.arg_names = list(arg_names)
+        self.layout = ArgLayout(arg_types)
+        self.struct = self.layout.struct
+        self.handle = ctypes.c_void_p(function.handle)
+        self.threads = 32 * function.num_warps
+        self.shared = function.shared
+        self.launch_ex: Callable[..., int] = (lib or libcuda.get()).launch_ex
+        self.local = threading.local()
+
+    def frame(self) -> Frame:
+        """The calling thread's Frame, made on its first launch."""
+        try:
+            return self.local.frame
+        except AttributeError:
+            frame = self.local.frame = self.layout.frame()
+            return frame
+
+    def launch(self, grid: tuple[int, int, int], values: dict[str, Any], stream: int = 0) -> None:
+        """Launch on `stream` with `values` (parameter name -> int address or scalar, every parameter)."""
+        frame = self.frame()
+        self.layout.pack(frame, grid, self.threads, self.shared, stream, [values[n] for n in self.arg_names])
+        code = self.launch_ex(frame.config, self.handle, frame.params, None)
+        LastLaunch.kernel = self.name
+        if code:
+            raise self.error(code, grid)
+
+    def error(self, code: int, grid: tuple[int, int, int]) -> CudaError:
+        """The exception for a launch that returned CUresult `code`."""
+        where = f"launch of kernel '{self.name}' (grid {grid}, {self.threads} threads, {self.shared} bytes of shared memory)"
+        device = self.function.device
+        if code == LAUNCH_OUT_OF_RESOURCES:
+            regs = device.registers(self.function)
+            return OutOfResourcesError(
+                f"{where}: out of resources on {device}: {regs} registers per thread x {self.threads} threads is more "
+                "than a block may use; use fewer num_warps or a smaller block size", code)
+        if code == INVALID_VALUE:
+            limits = f"grid at most {device.max_grid}, at most {device.max_threads_per_block} threads per block"
+            return LaunchError(f"{where}: the driver rejected the launch configuration on {device} ({limits})", code)
+        return driver_error(code, where, LastLaunch.kernel or self.name)
+
+
+def grid_dims(grid: Any) -> tuple[int, int, int]:
+    """(x, y, z) of a grid given as an int or a sequence of 1 to 3 non-negative ints."""
+    if grid.__class__ is tuple and len(grid) == 1 and grid[0].__class__ is int and grid[0] >= 0:
+        return (grid[0], 1, 1)
+    if isinstance(grid, int):
+        grid = (grid,)
+    dims = tuple(int(unwrap(g)) for g in grid)
+    if not 1 <= len(dims) <= 3 or any(d < 0 for d in dims):
+        raise ValueError(f"grid must be 1 to 3 non-negative ints, got {grid!r}")
+    return dims + (1,) * (3 - len(dims))  # type: ignore[return-value]
+
+
+def stream_handle(stream: Any) -> int:
+    """The CUstream of `stream=`: an int handle, a torch or CuPy stream, or any `__cuda_stream__` object."""
+    if stream is None:
+        return 0
+    if isinstance(stream, int):
+        return stream
+    if hasattr(stream, "__cuda_stream__"):
+        return int(stream.__cuda_stream__()[1])
+    for attribute in ("cuda_stream", "ptr", "handle"):
+        if hasattr(stream, attribute):
+            return int(getattr(stream, attribute))
+    try:
+        return int(stream)  # cuda-bindings' CUstream, or another handle object with __int__
+    except (TypeError, ValueError):
+        raise TypeError(f"stream= takes an int handle or a CUDA stream object, not {type(stream).__name__}") from None
+
+
+def torch_stream_getter() -> Callable[[int], int]:
+    """`device -> the current torch stream's handle on it`, through torch's cheap raw accessor."""
+    import torch
+
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw
+    return lambda device: int(torch.cuda.current_stream(device).cuda_stream)

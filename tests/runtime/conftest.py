@@ -1,0 +1,117 @@
+"""A fake GPU for the runtime's CPU tests: libcuda's launch entry points, a device and a backend
+that record what they are asked, so the whole `kernel[grid](...)` path runs without CUDA."""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from despina.compiler.ir.core import Module
+from despina.runtime import driver, kernels, libcuda
+from despina.runtime.cache import Binary
+
+CONTEXT = 0x5000
+
+
+@dataclass
+class Launch:
+    """One recorded cuLaunchKernelEx call; `words` are the first 8 bytes of every parameter."""
+
+    handle: int
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared: int
+    stream: int
+    words: list[bytes]
+
+
+class FakeLib:
+    """Stands for libcuda: `launch_ex` records its call (reading the launch config and the first
+    `nparams` parameters) and returns `code`."""
+
+    def __init__(self) -> None:
+        self.context = CONTEXT
+        self.code = 0
+        self.nparams = 0
+        self.calls: list[Launch] = []
+
+    def current_context(self) -> int:
+        return self.context
+
+    def launch_ex(self, config: ctypes.c_void_p, function: ctypes.c_void_p, params: ctypes.c_void_p, extra: Any) -> int:
+        gx, gy, gz, bx, by, bz, shared, stream = struct.unpack_from("=7I4xQ", ctypes.string_at(config.value or 0, 40))
+        words = []
+        if self.nparams:
+            pointers = (ctypes.c_void_p * self.nparams).from_address(params.value or 0)
+            words = [ctypes.string_at(p or 0, 8) for p in pointers]
+        self.calls.append(Launch(function.value or 0, (gx, gy, gz), (bx, by, bz), shared, stream, words))
+        return self.code
+
+
+@dataclass(eq=False)
+class FakeDevice:
+    """Stands for driver.Device: `load` hands out distinct handles and records its calls."""
+
+    ordinal: int = 0
+    name: str = "Fake GPU"
+    target: str = "sm_90a"
+    max_grid: tuple[int, int, int] = (2**31 - 1, 65535, 65535)
+    max_threads_per_block: int = 1024
+    loads: list[tuple[str, int, int, int]] = field(default_factory=list)
+
+    def load(self, cubin: bytes, name: str, shared: int, num_warps: int, context: int | None = None) -> driver.Function:
+        self.loads.append((name, shared, num_warps, context or 0))
+        return driver.Function(0xF000 + len(self.loads), name, shared, num_warps, self)
+
+    def registers(self, function: driver.Function) -> int:
+        return 255
+
+    def __str__(self) -> str:
+        return f"device {self.ordinal} ({self.name}, compute capability 9.0)"
+
+
+@dataclass
+class FakeGPU:
+    lib: FakeLib
+    device: FakeDevice
+    compiled: list[str]
+
+    def kernel_binary(self, module: Module, options: dict[str, Any], target: str) -> Binary:
+        self.compiled.append(module.kernel.name)
+        return Binary(module.kernel.name, b"\x7fELF fake cubin " + module.kernel.name.encode(),
+                      {"shared": 0, "num_warps": options["num_warps"]}, {"ptx": "// fake"})
+
+
+@pytest.fixture
+def gpu(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> FakeGPU:
+    """The fake GPU installed, an empty disk cache in a temporary folder, the interpreter off."""
+    fake = FakeGPU(FakeLib(), FakeDevice(), [])
+    monkeypatch.setattr(libcuda, "_LIB", fake.lib)
+    monkeypatch.setattr(driver, "current_context", lambda: fake.lib.context)
+    monkeypatch.setattr(driver, "context_device", lambda context: fake.device)
+    monkeypatch.setattr(kernels, "compile_module", fake.kernel_binary)
+    monkeypatch.setattr(kernels, "_MEMORY", {})
+    monkeypatch.setenv("DESPINA_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("DESPINA_INTERPRET", raising=False)
+    monkeypatch.delenv("DESPINA_DEBUG", raising=False)
+    return fake
+
+
+class CudaArray:
+    """A CuPy-like array: a dtype, a shape and `__cuda_array_interface__` at a made-up address."""
+
+    def __init__(self, pointer: int, shape: tuple[int, ...] = (1024,), dtype: str = "float32") -> None:
+        import numpy as np
+
+        self.dtype = np.dtype(dtype)
+        self.shape = shape
+        self.pointer = pointer
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.pointer, False), "version": 3,
+                "strides": None}

@@ -1,0 +1,215 @@
+"""The disk cache: content-addressed keys, atomic entries, digests checked on every read."""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import os
+import random
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import despina
+import despina.language as tl
+from despina.compiler.ir.core import Module
+from despina.jit import Options
+from despina.runtime import cache, kernels
+from despina.runtime.cache import Binary, FileCache
+
+KEY = "ab" + "0" * 62
+OPTIONS = {"num_warps": 4, "num_stages": 3, "debug": False}
+
+
+@despina.jit
+def copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+def module(block: int = 128, n: int = 64) -> Module:
+    x = np.zeros(n, np.float32)
+    spec = copy.specialize(copy.bind((x, x, n), {"BLOCK": block}), Options())
+    return copy.ir(spec, Options())
+
+
+def binary(seed: int, size: int = 1000) -> Binary:
+    """A self-describing binary: its metadata holds its cubin's digest."""
+    cubin = random.Random(seed).randbytes(size)
+    return Binary("copy", cubin, {"shared": seed, "sha": hashlib.sha256(cubin).hexdigest()},
+                  {"ptx": f"// ptx {seed}\n" * 50, "llir": "; llir"})
+
+
+def test_entry_round_trip(tmp_path: Path) -> None:
+    c = FileCache(tmp_path)
+    assert c.get(KEY) is None
+    c.put(KEY, binary(1))
+    assert c.get(KEY) == binary(1)
+    assert c.path(KEY).parent.name == KEY[:2] and c.stats == Counter(miss=1, write=1, hit=1)
+    assert [p.name for p in c.path(KEY).parent.iterdir()] == [c.path(KEY).name]  # no temporary file left
+
+
+def test_entry_holds_no_pickle(tmp_path: Path) -> None:
+    c = FileCache(tmp_path)
+    c.put(KEY, binary(1))
+    data = c.path(KEY).read_bytes()
+    assert data.startswith(cache.MAGIC) and b"// ptx 1" in data and b"\x80\x04" not in data[:32]
+
+
+@pytest.mark.parametrize("where", [0.0, 0.01, 0.2, 0.5, 0.8, 0.999])
+def test_a_flipped_byte_anywhere_discards_the_entry(tmp_path: Path, where: float) -> None:
+    c = FileCache(tmp_path)
+    c.put(KEY, binary(1))
+    path = c.path(KEY)
+    data = bytearray(path.read_bytes())
+    data[int(where * len(data))] ^= 0x40
+    path.write_bytes(bytes(data))
+    assert c.get(KEY) is None
+    assert c.stats["corrupt"] == 1 and not path.exists()
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty", "extended", "other key"])
+def test_damaged_entries_are_discarded(tmp_path: Path, damage: str) -> None:
+    c = FileCache(tmp_path)
+    c.put(KEY, binary(1))
+    path = c.path(KEY)
+    data = path.read_bytes()
+    other = KEY[:-1] + "1"
+    if damage == "other key":
+        path.write_bytes(cache.encode(other, binary(1)))
+    else:
+        path.write_bytes({"truncated": data[:-10], "empty": b"", "extended": data + b"x"}[damage])
+    assert c.get(KEY) is None and c.stats["corrupt"] == 1
+
+
+def test_an_abandoned_temporary_file_is_never_read(tmp_path: Path) -> None:
+    c = FileCache(tmp_path)
+    c.path(KEY).parent.mkdir(parents=True)
+    (c.path(KEY).parent / f".{KEY[:16]}.crashed.tmp").write_bytes(cache.encode(KEY, binary(1))[:100])
+    assert c.get(KEY) is None and c.stats["miss"] == 1
+
+
+def test_unwritable_cache_is_skipped(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    c = FileCache(blocker)
+    c.put(KEY, binary(1))
+    assert c.stats["write_failed"] == 1 and c.get(KEY) is None
+
+
+def _hammer(directory: str, seed: int, rounds: int) -> tuple[int, int, int]:
+    """Write and read one key many times; count entries read, inconsistent entries, corrupt files."""
+    c = FileCache(directory)
+    read = inconsistent = 0
+    for i in range(rounds):
+        c.put(KEY, binary(seed * 1000 + i, size=random.Random(i).randint(1, 300_000)))
+        for _ in range(3):
+            got = c.get(KEY)
+            if got is not None:
+                read += 1
+                inconsistent += hashlib.sha256(got.cubin).hexdigest() != got.metadata["sha"]
+    return read, inconsistent, c.stats["corrupt"]
+
+
+def test_concurrent_processes_never_see_a_torn_entry(tmp_path: Path) -> None:
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    rounds = 40
+    with context.Pool(8) as pool:
+        results = pool.starmap(_hammer, [(str(tmp_path), seed, rounds) for seed in range(8)])
+    assert all(inconsistent == 0 and corrupt == 0 for _, inconsistent, corrupt in results)
+    assert all(read == 3 * rounds for read, _, _ in results)  # an entry is always there once written
+    assert FileCache(tmp_path).get(KEY) is not None
+    assert not [p for p in tmp_path.rglob("*.tmp")]
+
+
+def test_key_is_content_addressed() -> None:
+    a = cache.cache_key(module(), OPTIONS, "sm_90")
+    assert a == cache.cache_key(module(), OPTIONS, "sm_90")  # same kernel traced again
+    assert len(a) == 64 and int(a, 16) >= 0
+    others = {
+        cache.cache_key(module(block=256), OPTIONS, "sm_90"),
+        cache.cache_key(module(n=65), OPTIONS, "sm_90"),  # n % 16 != 0: another specialization
+        cache.cache_key(module(), {**OPTIONS, "num_warps": 8}, "sm_90"),
+        cache.cache_key(module(), {**OPTIONS, "num_stages": 2}, "sm_90"),
+        cache.cache_key(module(), OPTIONS, "sm_90a"),
+    }
+    assert a not in others and len(others) == 5
+
+
+def test_key_depends_on_the_toolchain(monkeypatch: pytest.MonkeyPatch) -> None:
+    a = cache.cache_key(module(), OPTIONS, "sm_90")
+    versions = cache.toolchain()
+    monkeypatch.setattr(cache, "toolchain", lambda: {**versions, "nvjitlink": "99.0"})
+    assert cache.cache_key(module(), OPTIONS, "sm_90") != a
+    assert set(versions) == {"despina", "llvmlite", "nvjitlink", "backend"}
+    assert versions["despina"] == despina.__version__
+
+
+def test_cache_folder_follows_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("DESPINA_CACHE_DIR", str(tmp_path))
+    assert cache.default_cache().directory == tmp_path
+    monkeypatch.delenv("DESPINA_CACHE_DIR")
+    assert cache.cache_dir() == Path.home() / ".cache" / "despina"
+
+
+@pytest.fixture
+def compiles(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[str]:
+    """A counting stand-in for the backend, and an empty cache."""
+    calls: list[str] = []
+
+    def compile_module(m: Module, options: dict[str, Any], target: str) -> Binary:
+        calls.append(target)
+        return binary(7)
+
+    monkeypatch.setattr(kernels, "compile_module", compile_module)
+    monkeypatch.setattr(kernels, "_MEMORY", {})
+    monkeypatch.setattr(kernels, "STATS", Counter())
+    monkeypatch.setenv("DESPINA_CACHE_DIR", str(tmp_path))
+    return calls
+
+
+def test_lookup_order_memory_disk_compile(compiles: list[str]) -> None:
+    m = module()
+    for _ in range(2):
+        assert kernels.binary(m, OPTIONS, "sm_90") == binary(7)
+    kernels._MEMORY.clear()  # a new process
+    assert kernels.binary(m, OPTIONS, "sm_90") == binary(7)
+    assert compiles == ["sm_90"] and kernels.STATS == Counter(compile=1, memory=1, disk=1)
+
+
+def test_corrupted_entry_is_recompiled_never_loaded(compiles: list[str]) -> None:
+    m = module()
+    kernels.binary(m, OPTIONS, "sm_90")
+    path = cache.default_cache().path(cache.cache_key(m, OPTIONS, "sm_90"))
+    data = bytearray(path.read_bytes())
+    data[len(data) // 3] ^= 0xFF  # inside the cubin
+    path.write_bytes(bytes(data))
+    kernels._MEMORY.clear()
+    assert kernels.binary(m, OPTIONS, "sm_90") == binary(7)
+    assert compiles == ["sm_90", "sm_90"] and cache.default_cache().stats["corrupt"] == 1
+    assert cache.decode(path.name[:-6], path.read_bytes()) == binary(7)  # and the entry is whole again
+    assert os.path.getsize(path) == len(data)
+
+
+def test_a_configured_daemon_compiles(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from despina import remote
+
+    asked: list[tuple[int, str]] = []
+
+    def compile_remote(m: Module, options: Any, target: str) -> remote.RemoteKernel:
+        asked.append((options.num_warps, target))
+        return remote.RemoteKernel(b"cubin", "// ptx", {"name": "copy", "shared": 0, "service": {"tier": "redis"}})
+
+    monkeypatch.setattr(kernels, "_MEMORY", {})
+    monkeypatch.setenv("DESPINA_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(remote, "server", lambda: "grpc://gpu-host:50051")
+    monkeypatch.setattr(remote, "compile_remote", compile_remote)
+    got = kernels.binary(module(), OPTIONS, "sm_90")
+    assert asked == [(4, "sm_90")]
+    assert got == Binary("copy", b"cubin", {"shared": 0, "service": {"tier": "redis"}}, {"ptx": "// ptx"})
+    kernels._MEMORY.clear()
+    assert kernels.binary(module(), OPTIONS, "sm_90") == got and len(asked) == 1  # kept on local disk

@@ -1,0 +1,182 @@
+"""`despina.compile`: Triton's signature grammar, constexprs by name, the module built as the JIT
+builds it, every stage of the NVPTX backend kept, and `inspect_*`."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import despina
+import despina.language as tl
+from despina.compile_api import build_module, specialize
+from despina.compiler.ir.printer import print_module
+from despina.compiler.ir.types import PointerType, ScalarType, float32, int32
+from despina.jit import Options
+from despina.signature import SignatureError, parse_entry
+
+
+@despina.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
+
+
+@despina.jit
+def scale_kernel(x_ptr, bias_ptr, n, scale, BLOCK: tl.constexpr = 128):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n) * scale
+    if bias_ptr is not None:
+        x += tl.load(bias_ptr + offs, mask=offs < n)
+    tl.store(x_ptr + offs, x, mask=offs < n)
+
+
+SIG = "*fp32:16,*fp32:16,*fp32:16,i32:16"
+
+
+# ---- the signature grammar ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "ty", "hint"),
+    [
+        ("*fp32:16", PointerType(float32), 16),
+        (" i32 ", int32, 0),
+        ("i32:1", int32, 1),
+        ("u64", ScalarType("uint64"), 0),
+        ("*bf16", PointerType(ScalarType("bf16")), 0),
+        ("i1", ScalarType("int1"), 0),
+        ("int32:16", int32, 16),
+        ("**fp16", PointerType(PointerType(ScalarType("fp16"))), 0),
+    ],
+)
+def test_entries_parse(text, ty, hint):
+    entry = parse_entry(text)
+    assert (entry.type, entry.hint) == (ty, hint)
+
+
+def test_entries_print_in_triton_names():
+    assert [str(parse_entry(t)) for t in ("*f32:16", "int64", "uint8:16", "bf16")] == ["*fp32:16", "i64", "u8:16", "bf16"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("*f33", "unknown type '\\*f33'"),
+        ("i32:8", "use :16"),
+        ("i32:x", "not a number"),
+        ("fp32:16", "pointers and integers only"),
+        ("*fp32:1", "integers only"),
+        ("i1:16", "pointers and integers only"),
+        ("", "empty signature entry"),
+    ],
+)
+def test_bad_entries_are_clear_errors(text, message):
+    with pytest.raises(SignatureError, match=message):
+        parse_entry(text)
+
+
+def test_signature_must_fit_the_kernel():
+    with pytest.raises(SignatureError, match=r"4 run-time parameters \(x_ptr, y_ptr, out_ptr, n\) but the signature has 3"):
+        specialize(add_kernel, "*fp32,*fp32,*fp32", {"BLOCK": 64})
+    with pytest.raises(SignatureError, match="constexpr 'BLOCK' needs a value"):
+        specialize(add_kernel, SIG, {})
+    with pytest.raises(SignatureError, match="no parameter 'BLOK'"):
+        specialize(add_kernel, SIG, {"BLOCK": 64, "BLOK": 64})
+    with pytest.raises(SignatureError, match=r"missing \['n'\]"):
+        specialize(add_kernel, {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32"}, {"BLOCK": 64})
+
+
+def test_specialize_gives_the_jit_its_params_and_hints():
+    params, attrs, _, consts = specialize(add_kernel, "*fp32:16,*fp32,*fp32:16,i32:1", {"BLOCK": 64})
+    assert [(n, p) for n, p in params[:4]] == [("x_ptr", PointerType(float32)), ("y_ptr", PointerType(float32)),
+                                              ("out_ptr", PointerType(float32)), ("n", int32)]
+    assert params[4][0] == "BLOCK" and params[4][1].value == 64
+    assert attrs == {"divisibility": [0, 2], "equal_to_1": [3]}
+    assert consts == {"BLOCK": 64}
+
+
+def test_defaults_none_and_a_mapping_signature():
+    params, attrs, entries, consts = specialize(
+        scale_kernel, {"x_ptr": "*fp32:16", "n": "i32", "scale": "fp32"}, {"bias_ptr": None})
+    assert consts == {"bias_ptr": None, "BLOCK": 128}
+    assert list(entries) == ["x_ptr", "n", "scale"]
+    assert attrs["divisibility"] == [0]
+
+
+def test_module_is_the_one_the_jit_builds():
+    """The tile IR of `compile` is the JIT's for a call with the same specialization."""
+    x = np.zeros(2048, np.float32)
+    assert x.ctypes.data % 16 == 0
+    options = Options(4, 3, False)
+    spec = add_kernel.specialize(add_kernel.bind((x, x, x, 1024), {"BLOCK": 256}), options)
+    jit_ir = print_module(add_kernel.ir(spec, options))
+    params, attrs, _, _ = specialize(add_kernel, SIG, {"BLOCK": 256})
+    attrs.update(num_warps=4, num_stages=3)
+    assert print_module(build_module(add_kernel, params, attrs, debug=False)) == jit_ir
+
+
+def test_import_despina_does_not_import_llvmlite():
+    code = "import sys, despina; despina.compile; assert 'llvmlite' not in sys.modules, 'llvmlite imported'"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_non_kernel_is_refused():
+    with pytest.raises(TypeError, match="needs a @despina.jit kernel, got int"):
+        despina.compile(3, "i32")
+
+
+# ---- compiling (needs the compiler extra, no GPU) ----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def compiled() -> despina.CompiledKernel:
+    pytest.importorskip("llvmlite")
+    pytest.importorskip("cuda.bindings.nvjitlink")
+    return despina.compile(add_kernel, signature=SIG, constexprs={"BLOCK": 1024}, num_warps=4, num_stages=3,
+                           target="sm_90")
+
+
+def test_compile_keeps_every_stage(compiled):
+    assert {"ir", "gpuir", "llir", "ptx", "cubin"} <= set(compiled.asm) <= {"ir", "gpuir", "llir", "ptx", "cubin", "sass"}
+    assert compiled.cubin[:4] == b"\x7fELF"
+    md = compiled.metadata
+    assert (md["name"], md["target"], md["num_warps"], md["num_stages"], md["num_threads"]) == (
+        "add_kernel", "sm_90", 4, 3, 128)
+    assert md["registers"] > 0
+    assert compiled.signature == ("*fp32:16", "*fp32:16", "*fp32:16", "i32:16")
+    assert compiled.constexprs == {"BLOCK": 1024}
+    assert "add_kernel" in repr(compiled)
+
+
+def test_inspect_returns_each_stage(compiled):
+    assert "func @add_kernel(%0: ptr<fp32>, %1: ptr<fp32>, %2: ptr<fp32>, %3: int32) kernel" in compiled.inspect_ir()
+    assert "divisibility = [0, 1, 2, 3]" in compiled.inspect_ir()
+    assert compiled.inspect_gpuir() == compiled.asm["gpuir"]
+    assert "define ptx_kernel void @add_kernel" in compiled.inspect_llvm()
+    ptx = compiled.inspect_ptx()
+    assert ".target sm_90" in ptx and "ld.global.v4.b32" in ptx
+    if "sass" in compiled.asm:
+        assert "LDG.E.128" in compiled.inspect_sass()
+    else:
+        with pytest.raises(RuntimeError, match="pip install nvidia-cuda-nvdisasm"):
+            compiled.inspect_sass()
+
+
+def test_hints_decide_vector_width():
+    """As in Triton: without `n:16` the mask may change inside any 4 elements, so no 128-bit access."""
+    pytest.importorskip("llvmlite")
+    k = despina.compile(add_kernel, "*fp32:16,*fp32:16,*fp32:16,i32", {"BLOCK": 1024}, target="sm_80")
+    assert ".target sm_80" in k.inspect_ptx()
+    assert "ld.global.v4" not in k.inspect_ptx() and "ld.global.b32" in k.inspect_ptx()
+
+
+def test_constexpr_none_prunes_a_branch():
+    pytest.importorskip("llvmlite")
+    k = despina.compile(scale_kernel, "*fp32:16,i32,fp32", {"bias_ptr": None}, num_warps=1)
+    assert k.metadata["num_threads"] == 32
+    assert "func @scale_kernel(%0: ptr<fp32>, %1: int32, %2: fp32) kernel" in k.inspect_ir()
+    assert k.inspect_ptx().count("ld.global") == 128 // 32  # x only: the bias branch is gone
