@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Optional
+from typing import Any
 
 from .core import Block, Loc, Op, Value
 from .ops import infer
@@ -14,15 +14,15 @@ from .types import Type
 class Builder:
     """Appends typed ops to the current block; `loc` is stamped on every op it creates."""
 
-    def __init__(self, block: Optional[Block] = None) -> None:
+    def __init__(self, block: Block | None = None) -> None:
         self.block = block if block is not None else Block()
-        self.loc: Optional[Loc] = None
+        self.loc: Loc | None = None
 
     def create(
         self,
         name: str,
         operands: Sequence[Value] = (),
-        attrs: Optional[dict[str, Any]] = None,
+        attrs: dict[str, Any] | None = None,
         regions: Sequence[Block] = (),
     ) -> Op:
         attrs = dict(attrs or {})

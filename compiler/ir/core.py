@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from .types import Type
 
@@ -59,7 +59,7 @@ class Block:
         self.ops: list[Op] = []
 
     @property
-    def terminator(self) -> Optional[Op]:
+    def terminator(self) -> Op | None:
         return self.ops[-1] if self.ops else None
 
     def walk(self) -> Iterator[Op]:
@@ -77,9 +77,9 @@ class Op:
         name: str,
         operands: Sequence[Value],
         result_types: Sequence[Type],
-        attrs: Optional[dict[str, Any]] = None,
+        attrs: dict[str, Any] | None = None,
         regions: Sequence[Block] = (),
-        loc: Optional[Loc] = None,
+        loc: Loc | None = None,
     ) -> None:
         self.name = name
         self.operands: list[Value] = list(operands)
@@ -113,7 +113,7 @@ class Function:
     arg_names: list[str]
     result_types: list[Type] = field(default_factory=list)
     kernel: bool = False
-    loc: Optional[Loc] = None
+    loc: Loc | None = None
 
     @property
     def args(self) -> list[Value]:

@@ -7,7 +7,6 @@ is one definition of every type in the project.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
 
 # name -> (kind, bits, signed); kind is "int", "float" or "bool" ("int1" is a bool-like int).
 _SCALARS: dict[str, tuple[str, int, bool]] = {
@@ -150,7 +149,7 @@ class PointerType:
         return False
 
 
-ElemType = Union[ScalarType, PointerType]
+ElemType = ScalarType | PointerType
 
 
 @dataclass(frozen=True)
@@ -187,7 +186,7 @@ class TileType:
         return False
 
 
-Type = Union[ScalarType, PointerType, TileType]
+Type = ScalarType | PointerType | TileType
 
 
 def shape_of(ty: Type) -> tuple[int, ...]:
