@@ -1,7 +1,7 @@
 """Fixtures shared by the kernel tests (tests/language, tests/frontend, test_jit, test_autotuner).
 
-`device` is where kernels run: today the NumPy interpreter. A GPU entry joins its parameter
-list once a launcher exists, and the same tests then run on both. Tests build inputs with
+`device` is where kernels run: here the NumPy interpreter; `tests/gpu/test_language.py` collects
+the same tests again with a `device` that runs them on the GPU. Tests build inputs with
 NumPy, move them with `device.put(x, dtype)`, launch `kernel[grid](...)` and read results back
 with `device.get`. bf16 has no NumPy dtype: `device.put(x, "bf16")` passes the values' bf16
 bits as `despina.reinterpret(bits, tl.bfloat16)` and `device.get` returns them as float32.

@@ -7,9 +7,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+from language.reference import NUMPY, as_dtype, bf16_bits, bf16_from_bits
 
+import despina
+import despina.language as tl
 from despina.compiler.ir.core import Module
+from despina.jit import TensorWrapper
 from despina.runtime import CudaUnavailableError, driver, kernels
 from despina.runtime.cache import Binary
 
@@ -61,3 +66,49 @@ def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, gpu
 
     monkeypatch.setattr(kernels, "compile_module", compile_module)
     return "ptx"
+
+
+class Gpu:
+    """Runs kernels on CUDA device 0: arguments are `despina.DeviceArray`s (bf16 as the bits of a
+    uint16 array under `despina.reinterpret`), results are copied back to NumPy. The language suite's
+    tests take it through the `device` fixture below, in place of the interpreter."""
+
+    name = "gpu"
+
+    def put(self, x: Any, dtype: str | None = None) -> Any:
+        if dtype == "bf16":
+            return despina.reinterpret(despina.DeviceArray.from_numpy(bf16_bits(x)), tl.bfloat16)
+        host = np.ascontiguousarray(np.asarray(x) if dtype is None else as_dtype(x, dtype))
+        return despina.DeviceArray.from_numpy(host)
+
+    def zeros(self, shape: Any, dtype: str) -> Any:
+        return self.put(np.zeros(shape, NUMPY[dtype]), dtype)
+
+    def _host(self, x: Any) -> np.ndarray:
+        base = x.base if isinstance(x, TensorWrapper) else x
+        return base.to_numpy() if isinstance(base, despina.DeviceArray) else np.array(base, copy=True)
+
+    def get(self, x: Any) -> np.ndarray:
+        host = self._host(x)
+        return bf16_from_bits(host) if isinstance(x, TensorWrapper) and x.dtype == tl.bfloat16 else host
+
+    def bits(self, x: Any) -> np.ndarray:
+        host = self._host(x)
+        return host.view(np.dtype(f"u{host.dtype.itemsize}")).copy()
+
+
+@pytest.fixture(params=["gpu"])
+def device(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, gpu_device: driver.Device,
+           tmp_path: Path) -> Gpu:
+    pytest.importorskip("llvmlite")
+    monkeypatch.delenv("DESPINA_INTERPRET", raising=False)
+    monkeypatch.setenv("DESPINA_CACHE_DIR", str(tmp_path / "cache"))
+    return Gpu()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """test_language.py imports whole test modules: keep only the tests that run kernels on `device`."""
+    keep = [i for i in items if i.path.name != "test_language.py" or "device" in getattr(i, "fixturenames", ())]
+    if len(keep) != len(items):
+        config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+        items[:] = keep
