@@ -62,7 +62,7 @@ def host_buffer(value: Any) -> np.ndarray:
     if any(s < 0 for s in arr.strides):
         raise ValueError("arrays with negative strides are not supported; pass np.ascontiguousarray(x)")
     span = sum((n - 1) * s for n, s in zip(arr.shape, arr.strides)) + arr.itemsize if arr.size else 0
-    raw = (ctypes.c_char * span).from_address(arr.ctypes.data)
+    raw = memoryview((ctypes.c_char * span).from_address(arr.ctypes.data))
     return np.frombuffer(raw, dtype=np.uint8).view(arr.dtype) if span % arr.itemsize == 0 else np.frombuffer(raw, np.uint8)
 
 

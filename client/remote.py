@@ -108,7 +108,9 @@ def _compile_local(module: Module, options: Any, target: str) -> RemoteKernel:
         raise RemoteError("UNAVAILABLE", f"no daemon to compile on and no local backend ({e})") from None
     o = _options(options)
     kernel = compile_module(module, target=target, num_warps=o["num_warps"], num_stages=o["num_stages"])
-    return RemoteKernel(kernel.asm["cubin"], kernel.asm["ptx"], dict(kernel.metadata, service={"tier": "local"}))
+    ptx = kernel.asm["ptx"]
+    assert isinstance(ptx, str)
+    return RemoteKernel(kernel.cubin, ptx, dict(kernel.metadata, service={"tier": "local"}))
 
 
 def _checked(url: str, key: str, tier: str, digest: str, cubin: bytes, ptx: str, metadata: dict[str, Any]) -> RemoteKernel:

@@ -20,7 +20,9 @@ from despina.language.core import tensor
 from despina.language.semantic import broadcast_to, cast, promote, to_tensor
 
 if TYPE_CHECKING:
-    from .codegen import CodeGenerator
+    from despina.compiler.ir.builder import Builder
+
+    from .errors import CompilationError
 
 
 class LoopExit(Exception):
@@ -58,18 +60,32 @@ def _same_constexpr(a: Any, b: Any) -> bool:
 class ControlFlow:
     """Mixin of `CodeGenerator` for control flow."""
 
+    # The state and methods of `CodeGenerator` that control flow uses.
+    scope: dict[str, Any]
+    builder: Builder
+    returned: bool
+    has_return_value: bool
+    static_loop_depth: int
+    dynamic_depth: int
+
+    if TYPE_CHECKING:
+        def error(self, node: ast.AST, message: str) -> CompilationError: ...
+        def visit(self, node: ast.AST) -> Any: ...
+        def visit_statements(self, stmts: Sequence[ast.stmt]) -> None: ...
+        def assign(self, target: ast.expr, value: Any) -> None: ...
+
     # ---- helpers -----------------------------------------------------------------------------
 
-    def dynamic_loop_depth(self: CodeGenerator) -> int:
+    def dynamic_loop_depth(self) -> int:
         return self.dynamic_depth
 
-    def loop_exit(self: CodeGenerator, node: ast.AST, kind: str) -> None:
+    def loop_exit(self, node: ast.AST, kind: str) -> None:
         if self.static_loop_depth == 0:
             raise self.error(node, f"'{kind}' is supported only in loops unrolled at compile time (tl.static_range) "
                              "under constexpr conditions; use a mask or a while-loop condition instead")
         raise LoopExit(kind, node)
 
-    def _trace_body(self: CodeGenerator, block: Block, scope: dict[str, Any], stmts: Sequence[ast.stmt]) -> dict[str, Any]:
+    def _trace_body(self, block: Block, scope: dict[str, Any], stmts: Sequence[ast.stmt]) -> dict[str, Any]:
         saved_scope, saved_block, saved_returned = self.scope, self.builder.block, self.returned
         self.scope, self.builder.block = scope, block
         try:
@@ -82,13 +98,13 @@ class ControlFlow:
             self.scope, self.builder.block = saved_scope, saved_block
             self.returned = saved_returned
 
-    def _yield(self: CodeGenerator, block: Block, values: list[Value], name: str = "yield") -> None:
+    def _yield(self, block: Block, values: list[Value], name: str = "yield") -> None:
         with self.builder.at(block):
             self.builder.create(name, values)
 
     # ---- if ----------------------------------------------------------------------------------
 
-    def visit_If(self: CodeGenerator, node: ast.If) -> None:
+    def visit_If(self, node: ast.If) -> None:
         cond = self.visit(node.test)
         if not isinstance(cond, tensor):
             self.visit_statements(node.body if cond else node.orelse)
@@ -136,7 +152,7 @@ class ControlFlow:
         if then_returned and else_returned:
             self.returned = True
 
-    def _unify_branch_values(self: CodeGenerator, node: ast.AST, name: str, a: Any, b: Any, then_block: Block,
+    def _unify_branch_values(self, node: ast.AST, name: str, a: Any, b: Any, then_block: Block,
                              else_block: Block) -> tuple[tensor, tensor]:
         def materialize(value: Any, block: Block, like: Any) -> tensor:
             with self.builder.at(block):
@@ -160,11 +176,11 @@ class ControlFlow:
 
     # ---- loops -------------------------------------------------------------------------------
 
-    def _carried(self: CodeGenerator, body: Sequence[ast.stmt], exclude: str | None = None) -> list[str]:
+    def _carried(self, body: Sequence[ast.stmt], exclude: str | None = None) -> list[str]:
         return [n for n in _assigned_names(body) if n != exclude and n in self.scope
                 and (isinstance(self.scope[n], tensor) or _is_number(self.scope[n]))]
 
-    def _trace_loop(self: CodeGenerator, node: ast.AST, names: list[str], build: Any
+    def _trace_loop(self, node: ast.AST, names: list[str], build: Any
                     ) -> tuple[list[tensor], list[tensor], Any]:
         """Materialize the carried `names`, call `build(inits)` (which traces the regions and
         returns the yielded tensors and its result) and retrace when a weak init changes type.
@@ -187,7 +203,7 @@ class ControlFlow:
             if not changed:
                 return inits, outs, result
 
-    def _loop_outs(self: CodeGenerator, node: ast.For | ast.While, names: list[str], inits: list[tensor], block: Block,
+    def _loop_outs(self, node: ast.For | ast.While, names: list[str], inits: list[tensor], block: Block,
                    after: dict[str, Any], induction: str | None = None) -> list[tensor]:
         """The tensors the body `block` yields for the carried `names`. A compile-time value (a tuple,
         a string) that the body changes cannot be carried: that is an error, not a lost update."""
@@ -202,11 +218,11 @@ class ControlFlow:
                 outs.append(value if isinstance(value, tensor) else to_tensor(value, init.dtype))  # type: ignore[arg-type]
         return outs
 
-    def _bind_outs(self: CodeGenerator, names: list[str], outs: Sequence[Value]) -> None:
+    def _bind_outs(self, names: list[str], outs: Sequence[Value]) -> None:
         for n, v in zip(names, outs):
             self.scope[n] = tensor(v)
 
-    def visit_For(self: CodeGenerator, node: ast.For) -> None:
+    def visit_For(self, node: ast.For) -> None:
         if node.orelse:
             raise self.error(node, "for-else is not supported in kernels; set a flag in the loop and test it after")
         if isinstance(node.iter, ast.Call) and self.visit(node.iter.func) is builtins.range:
@@ -226,7 +242,7 @@ class ControlFlow:
             raise self.error(node.target, "the loop variable must be a single name")
         self._dynamic_for(node, iterable)
 
-    def _unroll(self: CodeGenerator, node: ast.For, values: Any) -> None:
+    def _unroll(self, node: ast.For, values: Any) -> None:
         self.static_loop_depth += 1
         try:
             for value in values:
@@ -241,7 +257,7 @@ class ControlFlow:
         finally:
             self.static_loop_depth -= 1
 
-    def _dynamic_for(self: CodeGenerator, node: ast.For, rng: tl.range) -> None:
+    def _dynamic_for(self, node: ast.For, rng: tl.range) -> None:
         assert isinstance(node.target, ast.Name)
         bounds = [to_tensor(v) for v in (rng.start, rng.end, rng.step)]
         for b in bounds:
@@ -277,7 +293,7 @@ class ControlFlow:
         op = self.builder.create("for", [b.handle for b in bounds] + [i.handle for i in inits], attrs, [block])
         self._bind_outs(names, op.results)
 
-    def visit_While(self: CodeGenerator, node: ast.While) -> None:
+    def visit_While(self, node: ast.While) -> None:
         if node.orelse:
             raise self.error(node, "while-else is not supported in kernels; set a flag in the loop and test it after")
         names = self._carried(node.body)

@@ -95,8 +95,10 @@ class range:
 
     def __init__(self, arg1: Any, arg2: Any = None, step: Any = None, num_stages: Any = None,
                  loop_unroll_factor: Any = None) -> None:
-        self.start, self.end = (0, arg1) if arg2 is None else (arg1, arg2)
-        self.step = 1 if step is None else step
+        start, end = (0, arg1) if arg2 is None else (arg1, arg2)
+        self.start: Any = start
+        self.end: Any = end
+        self.step: Any = 1 if step is None else step
         self.num_stages = unwrap(num_stages)
         self.loop_unroll_factor = unwrap(loop_unroll_factor)
 

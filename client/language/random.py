@@ -29,6 +29,8 @@ def _counter(x: Any, bits: int) -> tensor:
 
 def philox_impl(c0: tensor, c1: tensor, c2: tensor, c3: tensor, k0: tensor, k1: tensor, n_rounds: int) -> tuple[tensor, ...]:
     uint = c0.dtype
+    if not isinstance(uint, _t.ScalarType):
+        raise TypeError(f"philox counters must be unsigned integers, got {c0.type}")
     key_a, key_b, round_a, round_b = PHILOX_CONSTANTS[uint.primitive_bitwidth]
     a = to_tensor(round_a, uint)
     b = to_tensor(round_b, uint)
@@ -57,9 +59,9 @@ def philox(seed: Any, c0: Any, c1: Any, c2: Any, c3: Any, n_rounds: Any = N_ROUN
     shape: tuple[int, ...] = ()
     for c in counters:
         shape = broadcast_shapes(shape, c.shape)
-    counters = [broadcast_to(c, shape) for c in counters]
+    x0, x1, x2, x3 = (broadcast_to(c, shape) for c in counters)
     k0, k1 = broadcast_to(seed_lo, shape), broadcast_to(seed_hi, shape)
-    return philox_impl(*counters, k0, k1, int(unwrap(n_rounds)))
+    return philox_impl(x0, x1, x2, x3, k0, k1, int(unwrap(n_rounds)))
 
 
 @builtin

@@ -206,17 +206,20 @@ def dot(input: Any, other: Any, acc: Any = None, input_precision: Any = None, al
     if a.shape[-1] != b.shape[-2]:
         raise ValueError(f"dot: the inner dimensions differ: {list(a.shape)} @ {list(b.shape)}; the first operand's "
                          "last dimension must equal the second's next-to-last (tl.trans one of them?)")
-    if a.dtype != b.dtype:
-        common = promote(a.dtype, b.dtype)  # type: ignore[arg-type]
-        a, b = cast(a, common), cast(b, common)
+    elem, other_elem = a.dtype, b.dtype
+    if not isinstance(elem, _t.ScalarType) or not isinstance(other_elem, _t.ScalarType):
+        raise TypeError(f"dot needs tiles of numbers, got {a.type} and {b.type}; load the values through the pointers first")
+    if elem != other_elem:
+        elem = promote(elem, other_elem)
+        a, b = cast(a, elem), cast(b, elem)
     precision = unwrap(input_precision)
     if precision is None:
         precision = "ieee" if unwrap(allow_tf32) is False else "tf32"
     if precision not in _PRECISIONS:
         raise ValueError(f"input_precision must be one of {_PRECISIONS}, got {precision!r}")
-    if not a.dtype.is_fp32():
+    if not elem.is_fp32():
         precision = "ieee"
-    out = _t.int32 if a.dtype.is_int() else unwrap(out_dtype)
+    out = _t.int32 if elem.is_int() else unwrap(out_dtype)
     shape = a.shape[:-1] + b.shape[-1:]
     acc = unwrap(acc)
     if acc is None:

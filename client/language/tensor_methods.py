@@ -32,12 +32,12 @@ for _name, _fn in _OPERATORS.items():
 for _pred, _py, _refl in (("lt", "lt", "gt"), ("le", "le", "ge"), ("gt", "gt", "lt"), ("ge", "ge", "le"),
                           ("eq", "eq", "eq"), ("ne", "ne", "ne")):
     setattr(tensor, f"__{_py}__", _compare(_pred, _refl)[0])
-tensor.__hash__ = object.__hash__  # type: ignore[method-assign,assignment]
-tensor.__neg__ = lambda self: arith.neg(self)  # type: ignore[attr-defined]
-tensor.__pos__ = lambda self: self  # type: ignore[attr-defined]
-tensor.__invert__ = lambda self: arith.invert(self)  # type: ignore[attr-defined]
-tensor.__abs__ = lambda self: arith.abs(self)  # type: ignore[attr-defined]
-tensor.__getitem__ = lambda self, index: shape.getitem(self, index)  # type: ignore[attr-defined]
+tensor.__hash__ = object.__hash__  # type: ignore[method-assign]
+tensor.__neg__ = lambda self: arith.neg(self)  # type: ignore[method-assign]
+tensor.__pos__ = lambda self: self  # type: ignore[method-assign]
+tensor.__invert__ = lambda self: arith.invert(self)  # type: ignore[method-assign]
+tensor.__abs__ = lambda self: arith.abs(self)  # type: ignore[method-assign]
+tensor.__getitem__ = lambda self, index: shape.getitem(self, index)  # type: ignore[method-assign]
 
 
 def _to(self: tensor, dtype: Any, fp_downcast_rounding: Any = None, bitcast: bool = False) -> tensor:
