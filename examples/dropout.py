@@ -11,9 +11,9 @@ import despina
 import despina.language as tl
 
 try:
-    from examples._device import use_interpreter
+    from examples._device import to_device, to_host, use_interpreter
 except ImportError:
-    from _device import use_interpreter
+    from _device import to_device, to_host, use_interpreter
 
 
 @despina.jit
@@ -29,10 +29,10 @@ def seeded_dropout_kernel(x_ptr, output_ptr, n_elements, p, seed, BLOCK_SIZE: tl
 
 
 def seeded_dropout(x: np.ndarray, p: float, seed: int) -> np.ndarray:
-    out = np.empty_like(x)
     n = x.size
-    seeded_dropout_kernel[(despina.cdiv(n, 1024),)](x, out, n, p, seed, BLOCK_SIZE=1024)
-    return out
+    x_dev, out = to_device(x), to_device(np.empty_like(x))
+    seeded_dropout_kernel[(despina.cdiv(n, 1024),)](x_dev, out, n, p, seed, BLOCK_SIZE=1024)
+    return to_host(out)
 
 
 def main() -> None:

@@ -13,9 +13,9 @@ import despina
 import despina.language as tl
 
 try:
-    from examples._device import use_interpreter
+    from examples._device import to_device, to_host, use_interpreter
 except ImportError:
-    from _device import use_interpreter
+    from _device import to_device, to_host, use_interpreter
 
 
 @despina.jit
@@ -55,12 +55,12 @@ def attention_fwd(Q, K, V, Out, sm_scale, stride_h, stride_m, N_CTX, HEAD_DIM: t
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool, block: int = 32) -> np.ndarray:
     heads, n_ctx, head_dim = q.shape
-    out = np.empty_like(q)
+    q_dev, k_dev, v_dev, out = to_device(q), to_device(k), to_device(v), to_device(np.empty_like(q))
     grid = (despina.cdiv(n_ctx, block), heads)
-    attention_fwd[grid](q, k, v, out, 1.0 / math.sqrt(head_dim), q.strides[0] // q.itemsize,
+    attention_fwd[grid](q_dev, k_dev, v_dev, out, 1.0 / math.sqrt(head_dim), q.strides[0] // q.itemsize,
                         q.strides[1] // q.itemsize, n_ctx, HEAD_DIM=head_dim, BLOCK_M=block, BLOCK_N=block,
                         CAUSAL=causal)
-    return out
+    return to_host(out)
 
 
 def reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool) -> np.ndarray:

@@ -11,9 +11,9 @@ import despina
 import despina.language as tl
 
 try:
-    from examples._device import use_interpreter
+    from examples._device import to_device, to_host, use_interpreter
 except ImportError:
-    from _device import use_interpreter
+    from _device import to_device, to_host, use_interpreter
 
 
 @despina.jit
@@ -32,11 +32,11 @@ def softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_rows, n_col
 
 def softmax(x: np.ndarray, programs: int = 64) -> np.ndarray:
     n_rows, n_cols = x.shape
-    out = np.empty_like(x)
+    row_stride = x.strides[0] // x.itemsize  # the output is laid out as the input
+    x_dev, out = to_device(x), to_device(np.empty_like(x))
     block = despina.next_power_of_2(n_cols)
-    softmax_kernel[(min(programs, n_rows),)](out, x, x.strides[0] // x.itemsize, out.strides[0] // out.itemsize,
-                                             n_rows, n_cols, BLOCK_SIZE=block)
-    return out
+    softmax_kernel[(min(programs, n_rows),)](out, x_dev, row_stride, row_stride, n_rows, n_cols, BLOCK_SIZE=block)
+    return to_host(out)
 
 
 def reference(x: np.ndarray) -> np.ndarray:

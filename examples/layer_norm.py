@@ -11,9 +11,9 @@ import despina
 import despina.language as tl
 
 try:
-    from examples._device import use_interpreter
+    from examples._device import to_device, to_host, use_interpreter
 except ImportError:
-    from _device import use_interpreter
+    from _device import to_device, to_host, use_interpreter
 
 
 @despina.jit
@@ -50,12 +50,11 @@ def layer_norm_fwd(X, Y, W, B, Mean, Rstd, stride, N, eps, BLOCK_SIZE: tl.conste
 
 def layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float = 1e-5) -> np.ndarray:
     M, N = x.shape
-    y = np.empty_like(x)
-    mean = np.empty(M, dtype=np.float32)
-    rstd = np.empty(M, dtype=np.float32)
+    x_dev, w_dev, b_dev, y = to_device(x), to_device(weight), to_device(bias), to_device(np.empty_like(x))
+    mean, rstd = to_device(np.empty(M, dtype=np.float32)), to_device(np.empty(M, dtype=np.float32))
     block = min(1024, despina.next_power_of_2(N))
-    layer_norm_fwd[(M,)](x, y, weight, bias, mean, rstd, x.strides[0] // x.itemsize, N, eps, BLOCK_SIZE=block)
-    return y
+    layer_norm_fwd[(M,)](x_dev, y, w_dev, b_dev, mean, rstd, x.strides[0] // x.itemsize, N, eps, BLOCK_SIZE=block)
+    return to_host(y)
 
 
 def reference(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float = 1e-5) -> np.ndarray:

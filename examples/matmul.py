@@ -11,9 +11,9 @@ import despina
 import despina.language as tl
 
 try:
-    from examples._device import use_interpreter
+    from examples._device import to_device, to_host, use_interpreter
 except ImportError:
-    from _device import use_interpreter
+    from _device import to_device, to_host, use_interpreter
 
 
 @despina.jit
@@ -56,12 +56,13 @@ def matmul(a: np.ndarray, b: np.ndarray, block_m: int = 32, block_n: int = 32, b
     K2, N = b.shape
     assert K == K2, "inner dimensions differ"
     c = np.empty((M, N), dtype=np.float16)
+    a_dev, b_dev, c_dev = to_device(a), to_device(b), to_device(c)
     grid = lambda meta: (despina.cdiv(M, meta["BLOCK_M"]) * despina.cdiv(N, meta["BLOCK_N"]),)  # noqa: E731
     s = a.itemsize
-    matmul_kernel[grid](a, b, c, M, N, K, a.strides[0] // s, a.strides[1] // s, b.strides[0] // s, b.strides[1] // s,
-                        c.strides[0] // 2, c.strides[1] // 2, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
-                        GROUP_M=4)
-    return c
+    matmul_kernel[grid](a_dev, b_dev, c_dev, M, N, K, a.strides[0] // s, a.strides[1] // s, b.strides[0] // s,
+                        b.strides[1] // s, c.strides[0] // 2, c.strides[1] // 2, BLOCK_M=block_m, BLOCK_N=block_n,
+                        BLOCK_K=block_k, GROUP_M=4)
+    return to_host(c_dev)
 
 
 def main() -> None:
