@@ -65,3 +65,16 @@ def _trace(kernel: despina.JITFunction, *args: Any, **kwargs: Any) -> Module:
 def trace() -> Any:
     """`trace(kernel, *args, **meta)`: the frontend's IR for that specialization (nothing runs)."""
     return _trace
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Modules that re-collect the kernel suites elsewhere (on the GPU, or compiling every kernel to
+    cubins) set `RECOLLECTS_DEVICE_TESTS`: keep only their tests that run kernels on `device`."""
+    def kept(item: pytest.Item) -> bool:
+        module = getattr(item, "module", None)
+        return not getattr(module, "RECOLLECTS_DEVICE_TESTS", False) or "device" in getattr(item, "fixturenames", ())
+
+    keep = [i for i in items if kept(i)]
+    if len(keep) != len(items):
+        config.hook.pytest_deselected(items=[i for i in items if not kept(i)])
+        items[:] = keep

@@ -102,13 +102,7 @@ def device(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, gpu_
            tmp_path: Path) -> Gpu:
     pytest.importorskip("llvmlite")
     monkeypatch.delenv("DESPINA_INTERPRET", raising=False)
+    monkeypatch.setenv("DESPINA_DEBUG", "1")  # device_assert checks, as in the interpreter (debug on there)
     monkeypatch.setenv("DESPINA_CACHE_DIR", str(tmp_path / "cache"))
     return Gpu()
 
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """test_language.py imports whole test modules: keep only the tests that run kernels on `device`."""
-    keep = [i for i in items if i.path.name != "test_language.py" or "device" in getattr(i, "fixturenames", ())]
-    if len(keep) != len(items):
-        config.hook.pytest_deselected(items=[i for i in items if i not in keep])
-        items[:] = keep

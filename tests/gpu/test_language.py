@@ -12,3 +12,5 @@ from language.test_program import *  # noqa: F403
 from language.test_random import *  # noqa: F403
 from language.test_reduction import *  # noqa: F403
 from language.test_shape import *  # noqa: F403
+
+RECOLLECTS_DEVICE_TESTS = True
