@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .errors import CompilationError
+
 
 @dataclass
 class Source:
@@ -23,7 +25,10 @@ class Source:
 
     @classmethod
     def of(cls, fn: Callable[..., Any]) -> Source:
-        lines, first_line = inspect.getsourcelines(fn)
+        try:
+            lines, first_line = inspect.getsourcelines(fn)
+        except OSError as exc:
+            raise _no_source(fn, exc) from None
         text = "".join(lines)
         dedented = textwrap.dedent(text)
         indent = len(lines[0]) - len(lines[0].lstrip()) if lines else 0
@@ -42,3 +47,17 @@ class Source:
     def line_text(self, line: int) -> str | None:
         text = linecache.getline(self.file, line)
         return text or None
+
+
+def _no_source(fn: Callable[..., Any], exc: OSError) -> CompilationError:
+    """The error for a kernel whose source Python cannot give back (`python -c`, `exec`, a REPL)."""
+    code = getattr(fn, "__code__", None)
+    file = code.co_filename if code is not None else "<unknown>"
+    line = code.co_firstlineno if code is not None else 0
+    name = getattr(fn, "__qualname__", getattr(fn, "__name__", repr(fn)))
+    return CompilationError(
+        name, file, line, 0,
+        f"cannot read the kernel's source code ({exc}): despina compiles a kernel from its source, and Python "
+        "keeps that only for functions defined in a file. Define the kernel in a .py file and import or run that "
+        "file, instead of defining it in `python -c`, an exec()'d string or an interactive prompt.",
+    )

@@ -5,6 +5,11 @@ those of that serial order: lanes that hit distinct addresses update in one vect
 when several hit one address, integer `add` uses a segmented prefix sum, an unused result
 lets `np.<ufunc>.at` do the work, and otherwise the lanes go in rounds, round `r` taking the
 `r`-th lane of every address (as many rounds as the most contended address has lanes).
+
+Float `max`/`min` order values as the GPU's atomics do (integer atomics on the bits, split on the
+sign, as in Triton): by sign and magnitude, a total order -NaN < -inf < ... < -0.0 < +0.0 < ...
+< +inf < +NaN. So +0.0 beats -0.0 whatever the order of the updates, a NaN with the sign bit
+clear wins a max (and loses a min), and one with the sign bit set loses a max (and wins a min).
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ Step = Callable[..., np.ndarray]
 def _step(kind: str, ety: ElemType) -> Step:
     if kind in ("add", "fadd"):
         return lambda old, v: finish(old + v, ety)
+    if kind in ("max", "min") and _is_float(ety):
+        return _float_max(ety) if kind == "max" else _float_min(ety)
     if kind == "max":
         return np.maximum
     if kind == "min":
@@ -57,6 +64,34 @@ _AT: dict[str, np.ufunc] = {
 
 def _bits(x: np.ndarray, ety: ElemType) -> np.ndarray:
     return unsigned(np.ascontiguousarray(to_storage(x, ety)))
+
+
+def _is_float(ety: ElemType) -> bool:
+    return isinstance(ety, ScalarType) and ety.is_floating()
+
+
+def _order_key(x: np.ndarray, ety: ElemType) -> np.ndarray:
+    """Unsigned integers that order floats by sign and magnitude (see the module docstring):
+    a set sign bit flips every bit, a clear one sets the sign bit."""
+    bits = _bits(x, ety)
+    sign = bits.dtype.type(1 << (bits.dtype.itemsize * 8 - 1))
+    return np.where(bits & sign, ~bits, bits | sign)
+
+
+def _float_max(ety: ElemType) -> Step:
+    def step(old: np.ndarray, v: np.ndarray) -> np.ndarray:
+        above: np.ndarray = _order_key(v, ety) > _order_key(old, ety)
+        return np.asarray(np.where(above, v, old))
+
+    return step
+
+
+def _float_min(ety: ElemType) -> Step:
+    def step(old: np.ndarray, v: np.ndarray) -> np.ndarray:
+        below: np.ndarray = _order_key(v, ety) < _order_key(old, ety)
+        return np.asarray(np.where(below, v, old))
+
+    return step
 
 
 def _in_turn(view: np.ndarray, idx: np.ndarray, operands: list[np.ndarray], ety: ElemType, step: Step) -> np.ndarray:
@@ -109,7 +144,7 @@ def _apply(
         view[idx] = to_storage(step(before, *operands), ety)
         return before
     plain = isinstance(ety, ScalarType) and not ety.is_bf16() and not ety.is_bool()
-    if not used and plain and kind in _AT:
+    if not used and plain and kind in _AT and not (kind in ("max", "min") and _is_float(ety)):
         if kind in ("umax", "umin"):
             _AT[kind].at(unsigned(view), idx, unsigned(operands[0]))
         else:

@@ -1118,6 +1118,30 @@ def test_jit_needs_a_def():
         kernel.source  # noqa: B018
 
 
+_NO_FILE = """
+import despina
+import despina.language as tl
+
+@despina.jit
+def nowhere_kernel(x_ptr):
+    tl.store(x_ptr, 1.0)
+"""
+
+
+def test_kernel_defined_where_there_is_no_source_file(monkeypatch):
+    # As with `python -c` or an exec()'d string: Python keeps no source to read back.
+    scope: dict = {}
+    exec(compile(_NO_FILE, "<string>", "exec"), scope)
+    monkeypatch.setenv("DESPINA_INTERPRET", "1")
+    with pytest.raises(despina.CompilationError) as info:
+        scope["nowhere_kernel"][(1,)](X)
+    err, text = info.value, str(info.value)
+    assert (err.kernel, err.file, err.line) == ("nowhere_kernel", "<string>", 5)
+    assert text.startswith("in kernel 'nowhere_kernel' at <string>:5:1: cannot read the kernel's source code"), text
+    assert "Define the kernel in a .py file" in text
+    assert err.__cause__ is None and err.__suppress_context__
+
+
 def test_calling_a_kernel_directly():
     with pytest.raises(RuntimeError, match=r"launch it as lambda_kernel\[grid\]\(...\)"):
         lambda_kernel(X)

@@ -72,9 +72,9 @@ def tolerance(dtype: str) -> dict[str, float]:
 
 def c_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Integer division truncating toward zero, in the operands' dtype (wrapping like C)."""
-    q = np.abs(a.astype(object)) // np.abs(b.astype(object))
-    q = np.where((a < 0) != (b < 0), -q, q)
-    return wrap(q, a.dtype)
+    a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))
+    q = [(abs(x) // abs(y)) * (-1 if (x < 0) != (y < 0) else 1) for x, y in zip(_ints(a), _ints(b))]
+    return wrap(np.array(q, dtype=object).reshape(a.shape), a.dtype)
 
 
 def c_mod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -86,10 +86,16 @@ def wrap(x: Any, dtype: Any) -> np.ndarray:
     """Python integers wrapped into the integer `dtype` (two's complement)."""
     dtype = np.dtype(dtype)
     bits = dtype.itemsize * 8
-    v = np.asarray(x, dtype=object) % (1 << bits)
-    if dtype.kind == "i":
-        v = np.where(v >= 1 << (bits - 1), v - (1 << bits), v)
-    return np.asarray(v, dtype=object).astype(dtype)
+    lo = -(1 << (bits - 1)) if dtype.kind == "i" else 0
+    # Element by element on Python ints: NumPy ops on 0-d object arrays return bare Python ints,
+    # which np.where and friends then squeeze into int64 (and overflow).
+    x = np.asarray(x, dtype=object)
+    return np.array([(v - lo) % (1 << bits) + lo for v in _ints(x)], dtype=dtype).reshape(x.shape)
+
+
+def _ints(x: np.ndarray) -> list[int]:
+    """The elements of `x` as Python ints, in row-major order."""
+    return [int(v) for v in np.asarray(x, dtype=object).ravel()]
 
 
 # (key A, key B, round A, round B) of Philox 4x32 and 4x64.

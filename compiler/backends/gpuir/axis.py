@@ -134,6 +134,10 @@ class AxisAnalysis:
                     changed = True
             if not changed:
                 break
+        else:  # no fixpoint yet: what the body was analysed with may not hold; assume nothing
+            for a in args:
+                self.infos[id(a)] = unknown(a)
+            self.block(body)
         for r, a in zip(op.results, args):
             self.infos[id(r)] = self.info(a)
 
@@ -291,13 +295,17 @@ def _bitwise(a: AxisAnalysis, op: Op, ins: list[AxisInfo]) -> AxisInfo:
 
 @rule("cmp")
 def _cmp(a: AxisAnalysis, op: Op, ins: list[AxisInfo]) -> AxisInfo:
-    # [k, k+c) < n keeps one truth value over runs that neither k nor n can split.
+    # With k and n multiples of g, [k, k+g) < n and [k, k+g) >= n keep one truth value over the
+    # run (and n > [k, k+g), n <= [k, k+g)); `<=` and `>` do not: k <= n but k+1 > n when k == n.
     x, y = ins
+    pred = op.attrs["pred"]
     const = []
-    for xc, xd, xk, yd, yk in zip(x.contig, x.div, x.const, y.div, y.const):
+    for xc, xd, xk, yc, yd, yk in zip(x.contig, x.div, x.const, y.contig, y.div, y.const):
         k = gcd(xk, yk)
-        if op.attrs["pred"] in ("lt", "le", "gt", "ge") and xc > 1 and yk > 1:
+        if pred in ("lt", "ge") and xc > 1 and yk > 1:
             k = max(k, gcd(xc, gcd(xd, yd)))
+        elif pred in ("gt", "le") and yc > 1 and xk > 1:
+            k = max(k, gcd(yc, gcd(yd, xd)))
         const.append(k)
     n = len(const)
     return AxisInfo((1,) * n, (1,) * n, tuple(const))

@@ -16,17 +16,63 @@ Kernel ABI (what a launcher needs to call the cubin):
   the kernel's program grid (up to 3-D, `program_id(axis)` is `blockIdx.{x,y,z}`).
 - Pass `metadata["shared"]` bytes of dynamic shared memory (0 if none); above 48 KiB set
   `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES` first.
+- `metadata["prints"]`: the kernel calls `vprintf`, whose output reaches the host only at a
+  synchronization (the runtime waits for such a launch and flushes stdout).
+- `metadata["asserts"]`: the kernel's `device_assert`s in index order (`message`, `file`, `line`,
+  `shape` of the condition). When there is one, the module has a zero-initialized global
+  `__despina_assert` of six u32: failed (0 while none), the index of the assertion, the program
+  id x, y, z and the row-major index of the false element. The first thread to fail claims it
+  (compare-and-swap on `failed`) and fills it, then its warp exits: no trap, the context stays
+  usable. After the launch, read it with cuModuleGetGlobal, report a failure and zero it.
 
 `compile_module` raises `CompilationError` for kernels it cannot compile (naming the op and its
 source line), `LLVMError` when LLVM rejects or crashes on the module, `LinkError` when
 nvJitLink rejects the PTX.
 """
 
-from ..errors import CompilationError
-from .compiler import CompiledKernel, compile_module
-from .link import LinkError, Resources, link_cubin, parse_info_log
-from .llvm import LLVMError, unresolved_intrinsics
-from .target import PTX_VERSION, TARGETS, Target, get_target
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..errors import CompilationError
+    from .compiler import CompiledKernel, compile_module
+    from .link import LinkError, Resources, link_cubin, parse_info_log
+    from .llvm import LLVMError, unresolved_intrinsics
+    from .target import PTX_VERSION, TARGETS, Target, get_target
+
+# Imported on first access (PEP 562), so that `isolate` can start the LLVM worker before the rest
+# of the backend (the lowering rules, GPU IR) is imported: see `isolate.prestart`.
+_EXPORTS = {
+    "CompilationError": "..errors",
+    "CompiledKernel": ".compiler",
+    "compile_module": ".compiler",
+    "LinkError": ".link",
+    "Resources": ".link",
+    "link_cubin": ".link",
+    "parse_info_log": ".link",
+    "LLVMError": ".llvm",
+    "unresolved_intrinsics": ".llvm",
+    "PTX_VERSION": ".target",
+    "TARGETS": ".target",
+    "Target": ".target",
+    "get_target": ".target",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
 
 __all__ = [
     "PTX_VERSION",

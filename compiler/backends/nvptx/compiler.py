@@ -11,9 +11,10 @@ from ...ir.printer import print_module
 from ..errors import CompilationError
 from ..gpuir import assign_layouts, print_gpuir
 from .isolate import emit_ptx_isolated
-from .link import link_cubin, nvjitlink_version, parse_info_log
+from .link import kernel_resources, link_cubin, nvjitlink_version
 from .llvm import emit_ptx, llvm_version, unresolved_intrinsics
 from .lower import lower
+from .occupancy import second_cta
 from .sass import Stages
 from .target import PTX_VERSION, get_target
 from .toolkit import LIBDEVICE_PREFIX, find_libdevice
@@ -24,7 +25,8 @@ class CompiledKernel:
     """A compiled kernel: `asm` holds every stage's output (`ir`, `gpuir`, `llir`, `ptx` as
     text, `cubin` as bytes, and `sass` as text, disassembled on first access, when nvdisasm is
     installed); `metadata` what a launcher needs (`name`, `num_warps`, `shared` bytes of dynamic
-    shared memory) and what ptxas reported (`registers`, spills)."""
+    shared memory) and what the kernel uses per the cubin and ptxas' report (`registers`, spills,
+    `stack`)."""
 
     name: str
     asm: Stages
@@ -64,7 +66,7 @@ def compile_module(
     asm = Stages(ir=print_module(module))
     gpu = assign_layouts(module, num_warps)
     asm["gpuir"] = print_gpuir(gpu)
-    llmodule, shared = lower(gpu, tgt)
+    llmodule, shared, launch = lower(gpu, tgt)
     raw = str(llmodule)
     libdevice = find_libdevice() if any(n.startswith(LIBDEVICE_PREFIX) for n in llmodule.globals) else None
     use_worker = _isolate_default() if isolate is None else isolate
@@ -78,8 +80,10 @@ def compile_module(
             name,
         )
     cubin, log = link_cubin(ptx, tgt.arch, f"{name}.ptx")
+    # Linked again with `.minnctapersm 2` when that gives a second CTA per SM without spills.
+    asm["ptx"], cubin, log = second_cta(ptx, cubin, log, tgt, name, 32 * num_warps, shared, link_cubin)
     asm["cubin"] = cubin
-    res = parse_info_log(log, name)
+    res = kernel_resources(cubin, log, name)
     metadata: dict[str, Any] = {
         "name": name,
         "target": tgt.arch,
@@ -96,6 +100,7 @@ def compile_module(
         "nvjitlink_version": nvjitlink_version(),
         "link_log": log,
     }
+    metadata.update(launch)  # `prints` and `asserts`: what a launch must do after the kernel
     if libdevice is not None:
         metadata["libdevice"] = libdevice
     return CompiledKernel(name, asm, metadata)

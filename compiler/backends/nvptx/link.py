@@ -1,10 +1,13 @@
 """PTX -> cubin with nvJitLink (from the `nvidia-nvjitlink` wheel; no CUDA toolkit needed),
-and the resource usage ptxas reports in nvJitLink's info log."""
+and the kernel's resource usage: from the cubin itself (`cubin.py`), and from what ptxas reports
+in nvJitLink's info log, whose wording (and whether it is there at all) depends on the version."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from .cubin import CubinError, cubin_resources
 
 
 class LinkError(RuntimeError):
@@ -20,26 +23,50 @@ class Resources:
     static_shared: int = 0
 
 
-_REGS = re.compile(r"Used (\d+) registers")
+_REGS = re.compile(r"[Uu]sed (\d+) registers")
 _SPILLS = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_STACK = re.compile(r"(\d+) stack\b")  # the linker's summary: "used N registers, ..., N stack, ..."
 _SMEM = re.compile(r"(\d+) bytes smem")
 
 
-def parse_info_log(log: str, kernel: str) -> Resources:
-    """Registers, spills and stack of `kernel` from ptxas' verbose lines in the info log."""
+def _parse(log: str, kernel: str) -> dict[str, int]:
+    """The resources of `kernel` that the info log states."""
     lines = log.splitlines()
     start = next((i for i, line in enumerate(lines) if "Function properties for" in line and kernel in line), None)
     section = "\n".join(lines[start:] if start is not None else lines)
-    regs = _REGS.search(section)
-    spills = _SPILLS.search(section)
-    smem = _SMEM.search(section)
-    return Resources(
-        registers=int(regs.group(1)) if regs else 0,
-        stack=int(spills.group(1)) if spills else 0,
-        spill_stores=int(spills.group(2)) if spills else 0,
-        spill_loads=int(spills.group(3)) if spills else 0,
-        static_shared=int(smem.group(1)) if smem else 0,
-    )
+    found: dict[str, int] = {}
+    if regs := _REGS.search(section):
+        found["registers"] = int(regs.group(1))
+    if spills := _SPILLS.search(section):
+        found.update(stack=int(spills.group(1)), spill_stores=int(spills.group(2)), spill_loads=int(spills.group(3)))
+    elif stack := _STACK.search(section):
+        found["stack"] = int(stack.group(1))
+    if smem := _SMEM.search(section):
+        found["static_shared"] = int(smem.group(1))
+    return found
+
+
+def parse_info_log(log: str, kernel: str) -> Resources:
+    """Registers, spills and stack of `kernel` from ptxas' verbose lines in the info log (0 where
+    the log does not say)."""
+    return Resources(**_parse(log, kernel))
+
+
+def kernel_resources(cubin: bytes, log: str, kernel: str) -> Resources:
+    """What `kernel` uses: registers from the cubin (the info log's wording varies between
+    nvJitLink versions), spills from the info log (only it has them), stack and static shared
+    memory from the info log when it states them, else from the cubin."""
+    found = _parse(log, kernel)
+    try:
+        elf = cubin_resources(cubin, kernel)
+    except CubinError:
+        return Resources(**found)
+    if elf.registers is not None:
+        found["registers"] = elf.registers
+    if "stack" not in found and elf.stack is not None:
+        found["stack"] = elf.stack
+    found.setdefault("static_shared", elf.static_shared)
+    return Resources(**found)
 
 
 def nvjitlink_version() -> str:

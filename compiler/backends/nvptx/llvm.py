@@ -3,17 +3,23 @@ with the new pass manager, emit PTX.
 
 `emit_ptx` runs in this process; `isolate.emit_ptx_isolated` runs the same function in a
 worker process, so an LLVM abort (`report_fatal_error`) becomes a Python exception.
+
+llvmlite is imported on first use, not with this module: a caller that compiles through the
+worker never loads LLVM itself. The worker imports this module (and `target`) alone, by path,
+without the `despina` package (see `worker`), so keep its imports to the standard library.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 import threading
-from typing import Any
-
-import llvmlite.binding as llvm
+from typing import TYPE_CHECKING, Any
 
 from .target import TRIPLE, get_target
+
+if TYPE_CHECKING:
+    from llvmlite.binding import ModuleRef
 
 _lock = threading.Lock()
 _initialized = False
@@ -23,23 +29,38 @@ class LLVMError(RuntimeError):
     """LLVM rejected the module or crashed on it; the message carries LLVM's diagnostic."""
 
 
-def _init() -> None:
+def initialize() -> None:
+    """Import llvmlite and initialize LLVM's targets, once per process."""
     global _initialized
     with _lock:
         if not _initialized:
+            import llvmlite.binding as llvm
+
             llvm.initialize_all_targets()
             llvm.initialize_all_asmprinters()
             _initialized = True
 
 
+# The LLVM version a worker reported (`isolate`), so that a caller that compiles through the worker
+# can name it without loading llvmlite: the worker runs this Python, hence this llvmlite.
+reported_version: str | None = None
+
+
 def llvm_version() -> str:
+    """The version of the LLVM inside llvmlite ("major.minor.patch")."""
+    if reported_version is not None and "llvmlite.binding" not in sys.modules:
+        return reported_version
+    import llvmlite.binding as llvm
+
     return ".".join(map(str, llvm.llvm_version_info))
 
 
 def emit_ptx(llir: str, arch: str, opt_level: int = 3, libdevice: str | None = None) -> tuple[str, str]:
     """(optimised LLVM IR, PTX) for the LLVM IR text `llir` on target `arch`; `libdevice` is the
     path of libdevice.10.bc, linked in when the module calls `__nv_*` functions."""
-    _init()
+    initialize()
+    import llvmlite.binding as llvm
+
     target = get_target(arch)
     try:
         module = llvm.parse_assembly(llir)
@@ -61,11 +82,13 @@ def emit_ptx(llir: str, arch: str, opt_level: int = 3, libdevice: str | None = N
     return optimized, ptx
 
 
-def link_libdevice(module: llvm.ModuleRef, path: str) -> None:
+def link_libdevice(module: ModuleRef, path: str) -> None:
     """Link libdevice into `module` and make its functions internal, so that O3 inlines the ones
     the kernel calls and drops the rest. Its `__nvvm_reflect` queries are answered by the NVPTX
     pipeline's NVVMReflect pass: with no `nvvm-reflect-ftz` flag, the IEEE (no flush-to-zero)
     variants are chosen."""
+    import llvmlite.binding as llvm
+
     try:
         with open(path, "rb") as f:
             library = llvm.parse_bitcode(f.read())

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 TRIPLE = "nvptx64-nvidia-cuda"
 DATA_LAYOUT = "e-p6:32:32-i64:64-i128:128-i256:256-v16:16-v32:32-n16:32:64"
@@ -12,9 +12,9 @@ DATA_LAYOUT = "e-p6:32:32-i64:64-i128:128-i256:256-v16:16-v32:32-n16:32:64"
 PTX_VERSION = (8, 7)
 
 
-@dataclass(frozen=True)
-class Target:
-    """One GPU architecture, named as nvcc names it (`sm_90a`)."""
+class Target(NamedTuple):
+    """One GPU architecture, named as nvcc names it (`sm_90a`). (A NamedTuple, not a dataclass: the
+    LLVM worker imports this module, and `dataclasses` would cost it `inspect` at start-up.)"""
 
     arch: str
     capability: int

@@ -1,8 +1,11 @@
-"""GPU IR -> LLVM IR for NVPTX: `lower(gpu, target)` returns the LLVM module (llvmlite IR)
-and the dynamic shared memory it needs. Rules live in one file per concept and register
-themselves with `@lowering`; importing this package imports them all."""
+"""GPU IR -> LLVM IR for NVPTX: `lower(gpu, target)` returns the LLVM module (llvmlite IR), the
+dynamic shared memory it needs and what its launcher must know of its prints and asserts. Rules
+live in one file per concept and register themselves with `@lowering`; importing this package
+imports them all."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import llvmlite.ir as ir
 
@@ -13,11 +16,13 @@ from .context import Lowering
 from .registry import RULES, lowering
 
 
-def lower(gpu: GpuFunction, target: Target) -> tuple[ir.Module, int]:
-    """The kernel as an LLVM module, and the bytes of dynamic shared memory it needs."""
+def lower(gpu: GpuFunction, target: Target) -> tuple[ir.Module, int, dict[str, Any]]:
+    """The kernel as an LLVM module, the bytes of dynamic shared memory it needs, and the metadata
+    of its prints and asserts (`prints`: whether it calls vprintf; `asserts`: its device_asserts,
+    indexed as the `__despina_assert` record names them)."""
     ctx = Lowering(gpu, target)
     module = ctx.run()
-    return module, ctx.smem_bytes
+    return module, ctx.smem_bytes, {"prints": ctx.prints, "asserts": ctx.asserts}
 
 
 __all__ = ["RULES", "Lowering", "lower", "lowering"]

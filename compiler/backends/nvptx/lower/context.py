@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import llvmlite.ir as ir
 from llvmlite.ir.values import FunctionAttributes
@@ -68,6 +69,10 @@ class Lowering:
         self._smem: ir.Value | None = None
         self._dyn: dict[tuple[object, ...], list[ir.Value]] = {}
         self._owner: dict[tuple[int, int], ir.Value | None] = {}
+        self.prints = False
+        """Whether the kernel prints (`device_print`): its launches wait for it and flush stdout."""
+        self.asserts: list[dict[str, Any]] = []
+        """The kernel's `device_assert`s by index: message, file, line and the shape of the condition."""
 
     # ---- driving ----------------------------------------------------------------------------
 
@@ -106,7 +111,29 @@ class Lowering:
             want = self.layout(r).num_regs
             if len(regs) != want:
                 raise op_error(op, f"lowering produced {len(regs)} registers, its layout has {want}", self.kernel)
-            self.values[id(r)] = regs
+            self.values[id(r)] = self._dedup(r, regs)
+
+    def _dedup(self, v: Value, regs: Regs) -> Regs:
+        """`regs` with each register replaced by the first of its run of equal elements.
+
+        Axis analysis knows runs of equal values (`const`): a mask `cols < n` with `n % 16 == 0`
+        is one truth value per 16 columns, so of a thread's 8 consecutive columns only the first
+        comparison is kept (as Triton's elementwise deduplication); LLVM drops the others, and
+        what stays live (predicates above all: sm_90 has 7) shrinks."""
+        ll = self.layout(v)
+        if ll.rank == 0 or len(regs) < 2:
+            return regs
+        runs = self.gpu.axis.info(v).const
+        if len(runs) != ll.rank or all(c < 2 for c in runs):
+            return regs
+        masks = [~((c & -c) - 1) for c in runs]
+        out = list(regs)
+        for r in range(len(regs)):
+            static = ll.reg_index(r)
+            first = ll.reg_of_index.get(tuple(i & m for i, m in zip(static, masks)))
+            if first is not None and first != r:
+                out[r] = regs[first]
+        return out
 
     def is_used(self, v: Value) -> bool:
         return id(v) in self._used
@@ -200,28 +227,63 @@ class Lowering:
     # ---- where registers live -----------------------------------------------------------------
 
     def dyn_index(self, ll: LinearLayout) -> list[ir.Value]:
-        """The lane- and warp-dependent part of every dim's index (computed once, at entry)."""
+        """The lane- and warp-dependent part of every dim's index (computed once, at entry).
+
+        Lane bit `i` is bit `i` of `tid.x` and warp bit `j` bit `5 + j`. Where the bases along a
+        dim are distinct powers of two (blocked layouts), the index is a few masked shifts of
+        `tid.x` (`(tid & 511) << 2` for 4 elements a thread over 16 warps), else an XOR of one
+        term per bit."""
         key = (ll.rank, ll.lane, ll.warp)
         if key not in self._dyn:
             b = self.prologue
             dims: list[ir.Value] = []
             for d in range(ll.rank):
+                terms = [(bit, basis[d]) for bit, basis in enumerate(ll.lane) if basis[d]]
+                terms += [(5 + bit, basis[d]) for bit, basis in enumerate(ll.warp) if basis[d]]
+                values = [v for _, v in terms]
                 total: ir.Value = const(i32, 0)
-                for source, bases in ((self.lane, ll.lane), (self.warp, ll.warp)):
-                    for bit, basis in enumerate(bases):
-                        if not basis[d]:
-                            continue
-                        on = b.and_(b.lshr(source, const(i32, bit)), const(i32, 1))
-                        total = b.xor(total, b.mul(on, const(i32, basis[d])))
+                if all(v & (v - 1) == 0 for v in values) and len(set(values)) == len(values):
+                    # One masked shift of tid per distance between a tid bit and its index bit.
+                    masks: dict[int, int] = {}
+                    for bit, v in terms:
+                        shift = v.bit_length() - 1 - bit
+                        masks[shift] = masks.get(shift, 0) | (1 << bit)
+                    for shift, mask in sorted(masks.items()):
+                        term = b.and_(self.tid, const(i32, mask))
+                        if shift > 0:
+                            term = b.shl(term, const(i32, shift), flags=["nuw", "nsw"])
+                        elif shift < 0:
+                            term = b.lshr(term, const(i32, -shift))
+                        is_zero = isinstance(total, ir.Constant) and total.constant == 0
+                        total = term if is_zero else b.or_(total, term)
+                else:
+                    for source, bases in ((self.lane, ll.lane), (self.warp, ll.warp)):
+                        for bit, basis in enumerate(bases):
+                            if not basis[d]:
+                                continue
+                            on = b.and_(b.lshr(source, const(i32, bit)), const(i32, 1))
+                            total = b.xor(total, b.mul(on, const(i32, basis[d])))
                 dims.append(total)
             self._dyn[key] = dims
         return self._dyn[key]
 
     def index(self, ll: LinearLayout, r: int) -> list[ir.Value]:
-        """The tile index (one i32 per dim) of register `r` in this thread."""
+        """The tile index (one i32 per dim) of register `r` in this thread.
+
+        Where the register's bits of the index are clear in every lane and warp basis, the two
+        parts are added (`add nuw nsw`, equal to the XOR then) so that LLVM can move the constant
+        into an address's immediate offset."""
         dyn = self.dyn_index(ll)
         static = ll.reg_index(r)
-        return [self.b.xor(dyn[d], const(i32, static[d])) if static[d] else dyn[d] for d in range(ll.rank)]
+        out: list[ir.Value] = []
+        for d in range(ll.rank):
+            if not static[d]:
+                out.append(dyn[d])
+            elif static[d] & _dyn_bits(ll, d):
+                out.append(self.b.xor(dyn[d], const(i32, static[d])))
+            else:
+                out.append(self.b.add(dyn[d], const(i32, static[d]), flags=["nuw", "nsw"]))
+        return out
 
     def owner(self, ll: LinearLayout) -> ir.Value | None:
         """True in the one thread that owns each element (None: no element is replicated).
@@ -243,6 +305,14 @@ class Lowering:
         if a is None or b is None:
             return a if b is None else b
         return self.b.and_(a, b)
+
+
+def _dyn_bits(ll: LinearLayout, d: int) -> int:
+    """Every index bit along `d` that some lane or warp basis sets."""
+    bits = 0
+    for basis in ll.lane + ll.warp:
+        bits |= basis[d]
+    return bits
 
 
 def to_i64(ctx: Lowering, v: ir.Value) -> ir.Value:

@@ -1,8 +1,18 @@
-"""`device_print` (CUDA's `vprintf`) and `device_assert` (`__assertfail`).
+"""`device_print` (CUDA's `vprintf`) and `device_assert` (a record in a module global, then `exit`).
 
 Each element prints once, from the thread that owns it, as
-`pid (x, y, z) idx (i, j) <prefix><value>`; an assertion fails in any thread holding a false
-element, with the op's source file and line.
+`pid (x, y, z) idx (i, j) <prefix><value>`.
+
+A failed assertion does not trap (a trap is a sticky CUDA_ERROR_ASSERT: the context would be lost
+for the rest of the process). A thread holding a false element claims the module's
+`__despina_assert` record (`ASSERT_FIELDS`, one u32 each, zero while no assertion failed) with a
+compare-and-swap on its `failed` word, and the winner writes which assertion (its index in the
+kernel's `metadata["asserts"]`), its program id and the failing element's row-major index. Then its
+whole warp exits: the warp's threads are converged at the assertion (tile ops run in every thread),
+so `vote.any.sync` is well defined, and exiting whole warps keeps warp-synchronous ops (`shfl.sync`)
+after it free of exited lanes; the PTX ISA releases a CTA barrier (`bar.sync`) that only exited
+threads hold up. The rest of the grid runs on; the launcher reads the record after the launch,
+clears it and raises.
 """
 
 from __future__ import annotations
@@ -10,10 +20,13 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from ....ir.core import Op
-from ....ir.types import PointerType, ScalarType, elem_of
+from ....ir.types import PointerType, ScalarType, elem_of, shape_of
 from .context import Lowering
 from .registry import Regs, lowering
 from .types import const, f64, generic_ptr, i1, i8, i32, i64, void
+
+ASSERT_GLOBAL = "__despina_assert"
+ASSERT_FIELDS = ("failed", "assert", "pid_x", "pid_y", "pid_z", "element")
 
 
 def string(ctx: Lowering, text: str) -> ir.Value:
@@ -28,25 +41,28 @@ def string(ctx: Lowering, text: str) -> ir.Value:
 
 
 def _printable(ctx: Lowering, elem: object, v: ir.Value, hex_: bool) -> tuple[str, ir.Value]:
+    """The printf conversion and argument of one element; `hex_` prints its raw bits, zero-padded to
+    its bytes, as the interpreter does (`0x000000ff` for an int32 255)."""
     b = ctx.b
     if isinstance(elem, PointerType):
         return "%p", b.ptrtoint(v, i64)
     assert isinstance(elem, ScalarType)
+    bits = elem.primitive_bitwidth
+    if hex_:
+        word = b.bitcast(v, ir.IntType(bits)) if elem.is_floating() else v
+        return f"0x%0{max(bits, 8) // 4}llx", b.zext(word, i64) if bits < 64 else word
     if elem.is_floating():
-        if hex_:
-            bits = elem.primitive_bitwidth
-            word = b.bitcast(v, ir.IntType(bits))
-            return ("0x%llx", b.zext(word, i64)) if bits < 64 else ("0x%llx", word)
         return "%f", b.fpext(v, f64) if v.type != f64 else v
-    if elem.primitive_bitwidth == 64:
-        return ("0x%llx" if hex_ else ("%lld" if elem.is_int_signed() else "%llu")), v
-    wide = b.sext(v, i32) if elem.is_int_signed() and not elem.is_bool() else b.zext(v, i32) if v.type != i32 else v
-    return ("0x%x" if hex_ else ("%d" if elem.is_int_signed() and not elem.is_bool() else "%u")), wide
+    if bits == 64:
+        return ("%lld" if elem.is_int_signed() else "%llu"), v
+    signed = elem.is_int_signed() and not elem.is_bool()
+    return ("%d" if signed else "%u"), v if bits == 32 else (b.sext if signed else b.zext)(v, i32)
 
 
 @lowering("device_print")
 def device_print(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
     b = ctx.b
+    ctx.prints = True
     prefix, hex_ = str(op.attrs.get("prefix", "")), bool(op.attrs.get("hex", False))
     vprintf = ctx.declare("vprintf", i32, [generic_ptr, generic_ptr])
     pid = [ctx.program_scalar(f"ctaid.{a}") for a in "xyz"]
@@ -82,21 +98,55 @@ def _vprintf(ctx: Lowering, vprintf: ir.Function, text: str, values: list[ir.Val
 @lowering("device_assert")
 def device_assert(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
     b = ctx.b
+    cond = op.operands[0]
+    ll, shape = ctx.layout(cond), shape_of(cond.type)
     failed: ir.Value = const(i1, 0)
-    for cond in args[0]:
-        failed = b.or_(failed, b.not_(cond))
+    element: ir.Value = const(i32, 0)
+    for r in reversed(range(len(args[0]))):  # the element: this thread's first false one
+        bad = b.not_(args[0][r])
+        element = b.select(bad, _row_major(ctx, ctx.index(ll, r), shape), element)
+        failed = b.or_(failed, bad)
     loc = op.loc
-    fn = ctx.declare("__assertfail", void, [generic_ptr, generic_ptr, i32, generic_ptr, i64])
-    with b.if_then(failed, likely=False):
-        msg = str(op.attrs.get("msg", "device_assert failed"))
-        b.call(
-            fn,
-            [
-                string(ctx, msg),
-                string(ctx, loc.file if loc else "<unknown>"),
-                const(i32, loc.line if loc else 0),
-                string(ctx, ctx.kernel),
-                const(i64, 1),
-            ],
-        )
+    index = len(ctx.asserts)
+    ctx.asserts.append({"message": str(op.attrs.get("msg", "")), "file": loc.file if loc else "<unknown>",
+                        "line": loc.line if loc else 0, "shape": list(shape)})
+    warp_failed = ctx.call("llvm.nvvm.vote.any.sync", i1, [const(i32, -1), failed])
+    with b.if_then(warp_failed, likely=False):
+        with b.if_then(failed):
+            record = _assert_record(ctx)
+            claim = b.cmpxchg(_field(ctx, record, "failed"), const(i32, 0), const(i32, 1), "monotonic", "monotonic")
+            with b.if_then(b.extract_value(claim, 1)):
+                pid = [ctx.program_scalar(f"ctaid.{a}") for a in "xyz"]
+                for name, value in zip(ASSERT_FIELDS[1:], [const(i32, index), *pid, element]):
+                    b.store(value, _field(ctx, record, name))
+        ctx.call("llvm.nvvm.exit", void, [])
+        b.unreachable()
     return []
+
+
+def _row_major(ctx: Lowering, idx: list[ir.Value], shape: tuple[int, ...]) -> ir.Value:
+    """The row-major linear index of the element at `idx` in a tile of `shape`."""
+    b = ctx.b
+    linear: ir.Value = const(i32, 0)
+    stride = 1
+    for d in reversed(range(len(shape))):
+        linear = b.add(linear, b.mul(idx[d], const(i32, stride)) if stride != 1 else idx[d])
+        stride *= shape[d]
+    return linear
+
+
+def _assert_record(ctx: Lowering) -> ir.GlobalVariable:
+    """The module's `__despina_assert` record: externally visible, so that the launcher finds it with
+    cuModuleGetGlobal, and zero-initialized when the module is loaded."""
+    g = ctx.module.globals.get(ASSERT_GLOBAL)
+    if g is None:
+        ty = ir.ArrayType(i32, len(ASSERT_FIELDS))
+        g = ir.GlobalVariable(ctx.module, ty, ASSERT_GLOBAL, addrspace=1)
+        g.initializer = ir.Constant(ty, None)
+        g.align = 4
+    assert isinstance(g, ir.GlobalVariable)
+    return g
+
+
+def _field(ctx: Lowering, record: ir.GlobalVariable, name: str) -> ir.Value:
+    return ctx.b.gep(record, [const(i32, 0), const(i32, ASSERT_FIELDS.index(name))], inbounds=True)

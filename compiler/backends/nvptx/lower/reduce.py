@@ -1,5 +1,7 @@
 """Reductions along an axis: within each thread, then across lanes with butterfly shuffles
-(`shfl.sync.bfly`), then across warps through shared memory.
+(`shfl.sync.bfly`), then across warps through shared memory: each warp writes its partials, and
+after one barrier each lane reads one warp's partial and butterfly shuffles fold them, so a
+thread holds one value per partial instead of one per warp (fewer live registers).
 
 The combine region is lowered inline on scalars, once per combining step. As in Triton, the
 combine function is taken to be associative and commutative.
@@ -81,12 +83,31 @@ def _across_warps(
     offsets, size = arrays(elems, count * groups)
     group = b.mul(warp_group(ctx, warp_bits), const(i32, count))
     flats = [row_major(ctx, ctx.index(partial, j), partial.shape) for j in range(len(accs))]
+    # Lane bits that hold copies of the same partial: as many as there are warp groups lets
+    # each lane of such a set read a different group's partial and the set fold them by shuffles.
+    free = [bit for bit, basis in enumerate(partial.lane) if not any(basis)][: len(warp_bits)]
     with ctx.scratch(size) as buffer:
         for flat, acc in zip(flats, accs):
             for e, off, v in zip(elems, offsets, acc):
                 store_elem(ctx, e, b.add(group, flat), v, buffer + off)
         ctx.barrier()
         out = []
+        if len(free) == len(warp_bits):
+            # This lane reads the partial of warp group `mine`: its free lane bits, packed.
+            mine: ir.Value | None = None
+            for j, bit in enumerate(free):
+                on = b.and_(b.lshr(ctx.lane, const(i32, bit)) if bit else ctx.lane, const(i32, 1))
+                on = b.shl(on, const(i32, j)) if j else on
+                mine = on if mine is None else b.or_(mine, on)
+            assert mine is not None
+            start = b.mul(mine, const(i32, count))
+            for flat in flats:
+                at = b.add(start, flat)
+                acc = [load_elem(ctx, e, at, buffer + off) for e, off in zip(elems, offsets)]
+                for bit in free:
+                    acc = combine(acc, [shuffle_xor(ctx, v, 1 << bit) for v in acc])
+                out.append(acc)
+            return out
         for flat in flats:
             acc = [load_elem(ctx, e, flat, buffer + off) for e, off in zip(elems, offsets)]
             for g in range(1, groups):

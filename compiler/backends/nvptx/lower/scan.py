@@ -4,11 +4,14 @@ The axis index is a sum of powers of two, each held by a register, lane or warp 
 those bits from the lowest power up, every element keeps its prefix inside its aligned block
 and the block's total; merging a block with its partner (the block across the next bit) needs
 only the partner's total: another register, a `shfl.sync.bfly` for a lane bit, or shared
-memory for a warp bit. The combine region keeps its order, so it need not be commutative.
+memory for a warp bit. The combine region keeps its order, so it need not be commutative:
+`combine(acc, x)` always has the elements that come earlier in scan order (index order, or
+reversed for `reverse=True`) on the left, as in the interpreter's flip-scan-flip.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TypeAlias
 
 import llvmlite.ir as ir
@@ -18,7 +21,7 @@ from ....ir.types import ElemType, elem_of
 from ...gpuir import LinearLayout
 from .context import Lowering
 from .exchange import check_axis_bases, shuffle_xor
-from .reduce import combiner
+from .reduce import Combine, combiner
 from .registry import Regs, lowering
 from .smem import arrays, load_elem, numel, row_major, store_elem
 from .types import const, i32
@@ -26,10 +29,38 @@ from .types import const, i32
 Flag: TypeAlias = "bool | ir.Value"
 
 
-def _select(ctx: Lowering, flag: Flag, yes: list[ir.Value], no: list[ir.Value]) -> list[ir.Value]:
-    if isinstance(flag, bool):
-        return yes if flag else no
-    return [ctx.b.select(flag, y, n) for y, n in zip(yes, no)]
+Values: TypeAlias = "list[ir.Value]"
+Pick: TypeAlias = "Callable[[Flag, Callable[[], Values], Callable[[], Values]], Values]"
+
+
+def _picker(ctx: Lowering) -> Pick:
+    """`pick(flag, yes, no)`: `yes()` or `no()`, or both behind a `select` when `flag` is known only at run time."""
+
+    def pick(flag: Flag, yes: Callable[[], Values], no: Callable[[], Values]) -> Values:
+        if isinstance(flag, bool):
+            return yes() if flag else no()
+        return [ctx.b.select(flag, y, n) for y, n in zip(yes(), no())]
+
+    return pick
+
+
+def merge_level(
+    pick: Pick, combine: Combine, pre: Values, tot: Values, partner: Values, upper: Flag, reverse: bool
+) -> tuple[Values, Values]:
+    """One level of the scan, for the values one register holds: (prefix, block total) after
+    merging its block (`pre`, `tot`) with the partner block across this level's bit, of total
+    `partner`; `upper` says whether its block is the one with the bit set, the later in index order.
+
+    In scan order the earlier block's total goes on the left of the later block's values: a
+    forward scan adds the lower block's total to the upper block's prefixes, a reverse scan the
+    upper block's total to the lower block's prefixes."""
+    if reverse:
+        new_pre = pick(upper, lambda: pre, lambda: combine(partner, pre))
+        new_tot = pick(upper, lambda: combine(tot, partner), lambda: combine(partner, tot))
+    else:
+        new_pre = pick(upper, lambda: combine(partner, pre), lambda: pre)
+        new_tot = pick(upper, lambda: combine(partner, tot), lambda: combine(tot, partner))
+    return new_pre, new_tot
 
 
 @lowering("scan")
@@ -38,6 +69,7 @@ def scan(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
     ll = ctx.layout(op.operands[0])
     check_axis_bases(ll, axis)
     combine = combiner(ctx, op)
+    pick = _picker(ctx)
     elems = [elem_of(v.type) for v in op.operands]
     b = ctx.b
     n = ll.num_regs
@@ -62,18 +94,8 @@ def scan(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
             partner = _partner_via_smem(ctx, elems, tot, ll, axis, power)
             on = b.icmp_unsigned("!=", b.and_(ctx.warp, const(i32, 1 << bit)), const(i32, 0))
             upper = [on] * n
-        for r in range(n):
-            # The block with the bit clear comes first in index order; a forward scan adds the
-            # partner's total to the prefix of the later block, a reverse scan to the earlier.
-            u = upper[r]
-            receives: Flag = (not u if reverse else u) if isinstance(u, bool) else (b.not_(u) if reverse else u)
-            if receives is not False:
-                merged = combine(pre[r], partner[r]) if reverse else combine(partner[r], pre[r])
-                pre[r] = _select(ctx, receives, merged, pre[r])
-            if isinstance(u, bool):
-                tot[r] = combine(partner[r], tot[r]) if u else combine(tot[r], partner[r])
-            else:
-                tot[r] = _select(ctx, u, combine(partner[r], tot[r]), combine(tot[r], partner[r]))
+        merged = [merge_level(pick, combine, pre[r], tot[r], partner[r], upper[r], reverse) for r in range(n)]
+        pre, tot = [m[0] for m in merged], [m[1] for m in merged]
     return [[p[o] for p in pre] for o in range(len(args))]
 
 

@@ -10,6 +10,8 @@ import pytest
 pytest.importorskip("llvmlite")
 pytest.importorskip("cuda.bindings.nvjitlink")
 
+import despina  # noqa: E402
+import despina.language as tl  # noqa: E402
 from despina.compiler.backends.nvptx import CompiledKernel, compile_module  # noqa: E402
 from despina.compiler.ir.core import Block, Module  # noqa: E402
 from despina.compiler.ir.types import (  # noqa: E402
@@ -206,7 +208,8 @@ def test_softmax_reduces_with_butterfly_shuffles() -> None:
         CHECK-COUNT-2: bar.sync
         """,
     )
-    assert ptx(k).count("shfl.sync.bfly.b32") == 10
+    # Per reduction: 5 shuffles within a warp, then one partial a lane and 2 shuffles over 4 warps.
+    assert ptx(k).count("shfl.sync.bfly.b32") == 2 * (5 + 2)
     assert k.metadata["shared"] == 32  # 4 warps' fp32 partials, one slot per reduction: no barrier between
 
 
@@ -338,8 +341,75 @@ def test_device_print_and_assert() -> None:
     k.void("device_print", x, offs, prefix="x = ", hex=False)
     k.void("device_assert", k.cmp("ge", x, 0.0), msg="x must be non-negative")
     compiled = build(k.module())
-    filecheck(ptx(compiled), "CHECK: vprintf\nCHECK: __assertfail")
-    assert "x must be non-negative" in llir(compiled)
+    assert compiled.metadata["prints"] is True
+    assert compiled.metadata["asserts"] == [{"message": "x must be non-negative", "file": "<unknown>", "line": 0,
+                                             "shape": [128]}]
+    filecheck(ptx(compiled), "CHECK: vprintf")
+
+
+def test_device_print_in_hex_pads_the_bits_to_the_element_width() -> None:
+    k = KernelBuilder("hex_print", [("x", i32p), ("h", PointerType(float16))])
+    offs = k.arange(0, 128)
+    k.void("device_print", k.load(k.ptrs(k["x"], offs)), prefix="x = ", hex=True)
+    k.void("device_print", k.load(k.ptrs(k["h"], offs)), prefix="h = ", hex=True)
+    text = llir(build(k.module()))
+    assert "x = 0x%08llx" in text and "h = 0x%04llx" in text
+
+
+def test_failed_device_assert_records_and_exits_without_trapping() -> None:
+    k = KernelBuilder("asserts", [("x", f32p), ("y", f32p)])
+    offs = k.arange(0, 256)
+    x = k.load(k.ptrs(k["x"], offs))
+    k.void("device_assert", k.cmp("ge", x, 0.0), msg="first")
+    k.void("device_assert", k.cmp("le", x, 1.0), msg="second")
+    k.store(k.ptrs(k["y"], offs), x)
+    compiled = build(k.module())
+    assert compiled.metadata["prints"] is False
+    assert [a["message"] for a in compiled.metadata["asserts"]] == ["first", "second"]
+    text = ptx(compiled)
+    filecheck(text, """
+        CHECK: .visible .global .align 4 .b8 __despina_assert[24];
+        CHECK-COUNT-2: vote.sync.any.pred
+        CHECK-COUNT-2: [__despina_assert], 0, 1;
+        CHECK-COUNT-1: [__despina_assert+4], 0;
+        CHECK-COUNT-1: [__despina_assert+4], 1;
+        CHECK-COUNT-2: [__despina_assert+20]
+        CHECK-COUNT-2: exit;
+    """)
+    assert "__assertfail" not in text and "trap" not in text and "vprintf" not in text
+    filecheck(llir(compiled), """
+        CHECK: @__despina_assert = addrspace(1) global [6 x i32] zeroinitializer, align 4
+        CHECK: @llvm.nvvm.vote.any.sync(i32 -1
+        CHECK: cmpxchg ptr addrspace(1) @__despina_assert, i32 0, i32 1 monotonic monotonic
+        CHECK: call void @llvm.nvvm.exit()
+        CHECK: unreachable
+    """)
+
+
+@despina.jit
+def checked_kernel(x_ptr, N: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, N))
+    tl.device_assert(x >= 0, "x must be non-negative")
+    assert tl.sum(x, 0) < 100, "sum too large"
+    print("x", x)
+
+
+@pytest.mark.parametrize("debug", [True, False])
+def test_metadata_tables_of_prints_and_asserts(debug: bool) -> None:
+    k = despina.compile(checked_kernel, "*i32", {"N": 64}, debug=debug)
+    first = checked_kernel.fn.__code__.co_firstlineno
+    assert k.metadata["prints"] is True
+    assert k.metadata["asserts"] == ([
+        {"message": "x must be non-negative", "file": __file__, "line": first + 3, "shape": [64]},
+        {"message": "sum too large", "file": __file__, "line": first + 4, "shape": []},
+    ] if debug else [])
+    assert ("__despina_assert" in k.inspect_ptx()) is debug
+
+
+def test_kernels_without_prints_or_asserts_say_so() -> None:
+    compiled = build(unary_kernel("copy", lambda k, x: x))
+    assert compiled.metadata["prints"] is False and compiled.metadata["asserts"] == []
+    assert "__despina_assert" not in ptx(compiled)
 
 
 def test_barrier_and_assume() -> None:

@@ -1,0 +1,79 @@
+"""A second resident CTA per SM when registers alone would keep a kernel at one.
+
+ptxas picks a kernel's register count on its own heuristics, and newer versions spend registers
+freely: hoisting every load of a block to the top, keeping values in registers a slow-path call
+(`div.rn.f32`) does not touch. For a 512-thread CTA, 65 registers or more leave room for one CTA
+per SM; then every `bar.sync` of a reduction idles the whole SM, with no second CTA to run
+meanwhile (a 16-warp layer norm runs at 0.7x the speed it has at 64 registers).
+
+So when the registers ptxas chose allow only one CTA per SM, and threads and shared memory
+would allow two, the PTX is linked again with `.minnctapersm 2` (CUDA's `__launch_bounds__`
+second argument: ptxas then plans for 65536 / (2 * threads) registers) and that cubin is kept if
+ptxas did it without spilling; else the first stays. Below 64 registers a thread (1024-thread
+CTAs) the hint is not tried: there it would more likely cost spills or parallelism within a
+thread than gain anything.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from .link import link_cubin, parse_info_log
+from .target import Target
+
+Link = Callable[[str, str, str], tuple[bytes, str]]
+
+REGISTERS_PER_SM = 65536
+MIN_HINTED_REGISTERS = 64
+_THREADS_PER_SM = {80: 2048, 86: 1536, 89: 1536, 90: 2048}
+_SHARED_PER_SM = {80: 164 * 1024, 86: 100 * 1024, 89: 100 * 1024, 90: 228 * 1024}
+_RESERVED_SHARED_PER_CTA = 1024  # the system's share of each CTA's shared memory (sm_80 on)
+_MAXNTID = re.compile(r"^\.maxntid [^\n]*$", re.M)
+
+
+def ctas_by_registers(registers: int, threads: int) -> int:
+    """How many CTAs of `threads` fit in an SM's register file at `registers` a thread
+    (allocated in units of 8 a thread)."""
+    per_thread = -(-max(registers, 1) // 8) * 8
+    return REGISTERS_PER_SM // (per_thread * threads)
+
+
+def hint_worth_trying(target: Target, registers: int, threads: int, shared: int) -> bool:
+    """One CTA per SM by registers, where threads, shared memory and a register budget of at
+    least `MIN_HINTED_REGISTERS` would allow two."""
+    if registers <= 0 or ctas_by_registers(registers, threads) >= 2:
+        return False
+    if REGISTERS_PER_SM // (2 * threads) < MIN_HINTED_REGISTERS:
+        return False
+    if 2 * threads > _THREADS_PER_SM.get(target.capability, 2048):
+        return False
+    return 2 * (shared + _RESERVED_SHARED_PER_CTA) <= _SHARED_PER_SM.get(target.capability, 100 * 1024)
+
+
+def with_min_ctas(ptx: str, ctas: int) -> str | None:
+    """`ptx` with `.minnctapersm ctas` after its kernel's `.maxntid` (None without one)."""
+    match = _MAXNTID.search(ptx)
+    if match is None or ".minnctapersm" in ptx:
+        return None
+    return ptx[: match.end()] + f"\n.minnctapersm {ctas}" + ptx[match.end() :]
+
+
+def second_cta(
+    ptx: str, cubin: bytes, log: str, target: Target, name: str, threads: int, shared: int, link: Link = link_cubin
+) -> tuple[str, bytes, str]:
+    """(PTX, cubin, info log) of kernel `name`, given `ptx` linked as it is (`cubin`, `log`):
+    those, or `ptx` with `.minnctapersm 2` linked by `link` when that gives a second CTA per SM
+    without spills (see the module docstring)."""
+    first = parse_info_log(log, name)
+    if not hint_worth_trying(target, first.registers, threads, shared):
+        return ptx, cubin, log
+    hinted = with_min_ctas(ptx, 2)
+    if hinted is None:
+        return ptx, cubin, log
+    cubin2, log2 = link(hinted, target.arch, f"{name}.ptx")
+    second = parse_info_log(log2, name)
+    fits = 0 < second.registers and ctas_by_registers(second.registers, threads) >= 2
+    if fits and second.spill_stores == 0 and second.spill_loads == 0 and second.stack <= first.stack:
+        return hinted, cubin2, log2
+    return ptx, cubin, log
