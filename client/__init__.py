@@ -10,6 +10,7 @@
 from . import language, testing
 from .autotuner import Config, autotune, heuristics
 from .compile_api import CompiledKernel, compile
+from .compiler.errors import KernelRuntimeError
 from .frontend.errors import CompilationError
 from .jit import JITFunction, jit, reinterpret
 from .language.arith import cdiv
@@ -25,6 +26,6 @@ def next_power_of_2(n: int) -> int:
 
 __version__ = "0.1.0"
 __all__ = [
-    "CompilationError", "CompiledKernel", "Config", "DeviceArray", "JITFunction", "autotune", "cdiv", "compile",
-    "heuristics", "jit", "language", "next_power_of_2", "reinterpret", "set_server", "testing",
+    "CompilationError", "CompiledKernel", "Config", "DeviceArray", "JITFunction", "KernelRuntimeError", "autotune",
+    "cdiv", "compile", "heuristics", "jit", "language", "next_power_of_2", "reinterpret", "set_server", "testing",
 ]

@@ -7,7 +7,9 @@
 
 The module is built as `kernel[grid](...)` builds it (the same frontend and pass pipeline), with the
 signature in place of the call's arguments; the NVPTX backend is imported only here, so that
-`import despina` stays free of LLVM.
+`import despina` stays free of LLVM. With a daemon configured (`despina.set_server`, DESPINA_SERVER)
+the daemon compiles it instead: `asm` then holds `ir`, `ptx` and `cubin`, and `metadata["service"]`
+the tier that answered and the key under which the daemon keeps every other stage.
 """
 
 from __future__ import annotations
@@ -74,6 +76,10 @@ class CompiledKernel:
 
     def inspect_sass(self) -> str:
         """The SASS of the cubin, as nvdisasm prints it (a RuntimeError when nvdisasm is not installed)."""
+        service = self.metadata.get("service")
+        if "sass" not in self.asm and isinstance(service, dict) and service.get("key"):
+            return self._text("sass", f"compiled on the daemon at {service.get('server')}, which keeps the SASS: "
+                                      f"GET /v1/kernels/{service['key']}/sass")
         return self._text("sass", _INSPECT_NO_SASS)
 
     def __repr__(self) -> str:
@@ -136,6 +142,16 @@ def build_module(fn: JITFunction, params: list[tuple[str, Any]], attrs: dict[str
     return run_pipeline(module)
 
 
+def _prestart(target: str) -> None:
+    """Start the backend's LLVM worker now, so that its start-up overlaps the frontend, the passes
+    and the lowering (`isolate.prestart`)."""
+    try:
+        from despina.compiler.backends.nvptx import isolate
+    except ImportError:  # no backend: reported below
+        return
+    isolate.prestart(target)
+
+
 def compile(
     kernel: JITFunction | Callable[..., Any],
     signature: Signature,
@@ -147,22 +163,34 @@ def compile(
 ) -> CompiledKernel:
     """Compile `kernel` for `signature` (Triton's grammar: `"*fp32:16,*fp32:16,*fp32:16,i32"`, one
     entry per run-time parameter in order) and `constexprs` (by name) to a cubin for `target`
-    (sm_80, sm_86, sm_89, sm_90, sm_90a). Needs `despina[compiler]`; no GPU.
+    (sm_80, sm_86, sm_89, sm_90, sm_90a). Needs `despina[compiler]`, or a daemon to compile on; no GPU.
 
         >>> k = despina.compile(add_kernel, "*fp32:16,*fp32:16,*fp32:16,i32", {"BLOCK": 1024})
         >>> print(k.inspect_ptx())
     """
+    from despina import remote
+
     fn = as_jit_function(kernel)
+    if remote.server() is None:
+        _prestart(target)
     options = fn.options({"num_warps": num_warps, "num_stages": num_stages}, interpret=False)
     if debug is not None:
         options = dataclasses.replace(options, debug=debug)
     params, attrs, entries, consts = specialize(fn, signature, dict(constexprs or {}))
     attrs.update(num_warps=options.num_warps, num_stages=options.num_stages)
     module = build_module(fn, params, attrs, options.debug)
+    sig = tuple(str(e) for e in entries.values())
+    # Ahead of time: a cubin for `target` whatever this host's driver (driver_version=0).
+    got = remote.try_remote(module, options, target, driver_version=0)
+    if got is not None:
+        from despina.compiler.ir.printer import print_module
+
+        metadata = dict(got.metadata)
+        asm: dict[str, str | bytes] = {"ir": print_module(module), "ptx": got.ptx, "cubin": got.cubin}
+        return CompiledKernel(str(metadata.get("name", module.kernel.name)), asm, metadata, sig, consts)
     try:
         from despina.compiler.backends.nvptx import compile_module
     except ImportError as exc:
         raise RuntimeError(f"despina.compile needs the NVPTX backend ({exc}); install 'despina[compiler]'") from None
     compiled = compile_module(module, target=target, num_warps=options.num_warps, num_stages=options.num_stages)
-    sig = tuple(str(e) for e in entries.values())
     return CompiledKernel(compiled.name, compiled.asm, dict(compiled.metadata), sig, consts)

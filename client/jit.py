@@ -31,8 +31,14 @@ from .runtime import env as _env
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "stream", "enable_fp_fusion")
 
 
+_INTERPRET = _env.key("DESPINA_INTERPRET")
+_ENVIRON = _env.STORE
+_NO_GRID = object()
+
+
 def interpret_default() -> bool:
-    return _env.flag("DESPINA_INTERPRET")
+    """Whether DESPINA_INTERPRET is on, read at each launch: one dict lookup while it is unset."""
+    return _INTERPRET in _ENVIRON and _env.true(_ENVIRON[_INTERPRET])
 
 
 @dataclass(frozen=True)
@@ -76,6 +82,8 @@ class JITFunction:
         self.cache: dict[tuple[Any, ...], Module] = {}
         self.used_globals: dict[str, Any] = {}
         self._dispatcher: Any = None
+        self._bind: Callable[[Any], Callable[..., None]] | None = None  # the dispatcher's, once made
+        self._last: tuple[Any, Callable[..., None] | None] = (_NO_GRID, None)  # the last grid and its launch
 
     @property
     def source(self) -> Source:
@@ -91,6 +99,35 @@ class JITFunction:
                            "or call it from inside another kernel")
 
     def __getitem__(self, grid: Any) -> Callable[..., None]:
+        """The launch of this kernel on `grid`. On the GPU, the dispatcher's generated launch itself
+        (the one made for the last grid while `grid` is that very object, as a literal grid is at a
+        call site); in the interpreter (`interpret=True`, or DESPINA_INTERPRET on, read here at each
+        `kernel[grid]`), `run`."""
+        interpret = self.interpret
+        if interpret is None:
+            interpret = _INTERPRET in _ENVIRON and _env.true(_ENVIRON[_INTERPRET])
+        if interpret:
+            return self._interpreted(grid)
+        last = self._last
+        if last[0] is grid:
+            return last[1]  # type: ignore[return-value]
+        launch = (self._bind or self._gpu_dispatcher().bind)(grid)
+        self._last = (grid, launch)  # one assignment: another thread sees the old pair or the new one
+        return launch
+
+    @property
+    def run_remote(self) -> Any:
+        """`kernel.run_remote[grid](*args, **constexprs)`: specialize and lower the kernel here, as
+        `kernel[grid]` does, and run it on the GPU of the daemon that DESPINA_SERVER (or
+        `despina.set_server`) names. NumPy arrays among the arguments (bf16 as
+        `despina.reinterpret(uint16 bits, tl.bfloat16)`) are copied there, and what the kernel left in
+        them is written back into them, in place. See `despina.remote.run_remote`."""
+        from .remote import RemoteLauncher
+
+        return RemoteLauncher(self)
+
+    def _interpreted(self, grid: Any) -> Callable[..., None]:
+        # Its own function: a closure made in __getitem__ would cost every launch two cells.
         return lambda *args, **kwargs: self.run(*args, grid=grid, **kwargs)
 
     # ---- binding -----------------------------------------------------------------------------
@@ -217,6 +254,7 @@ class JITFunction:
         from .runtime.dispatch import Dispatcher
 
         self._dispatcher = Dispatcher(self)
+        self._bind = self._dispatcher.bind
         return self._dispatcher
 
     def _grid(self, grid: Any, bound: dict[str, Any], launch: dict[str, Any]) -> tuple[int, int, int]:

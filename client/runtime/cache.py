@@ -18,10 +18,11 @@ import functools
 import hashlib
 import json
 import os
+import re
+import sys
 import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
-from importlib import metadata as distributions
 from pathlib import Path
 from typing import Any
 
@@ -156,34 +157,79 @@ def default_cache() -> FileCache:
     return found
 
 
+def _normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+@functools.cache
+def _installed(folder: str) -> dict[str, str]:
+    """{normalized distribution name: version} of the `.dist-info` folders in `folder` (one sys.path
+    entry), from their names (`{name}-{version}.dist-info`, as wheels write them)."""
+    try:
+        entries = os.listdir(folder or os.curdir)
+    except OSError:
+        return {}
+    found: dict[str, str] = {}
+    for entry in entries:
+        if entry.endswith(".dist-info"):
+            name, _, version = entry[: -len(".dist-info")].partition("-")
+            if version:
+                found.setdefault(_normalized(name), version)
+    return found
+
+
 def _version(*names: str) -> str:
+    """The installed version of the first of `names` found (as `importlib.metadata.version`, which
+    serves what the `.dist-info` folders on sys.path do not name, but costs tens of ms to import),
+    or "none"."""
+    for name in names:
+        for folder in sys.path:
+            version = _installed(folder).get(_normalized(name))
+            if version is not None:
+                return version
+    from importlib import metadata
+
     for name in names:
         try:
-            return distributions.version(name)
-        except distributions.PackageNotFoundError:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
             continue
     return "none"
+
+
+def _nvjitlink_version() -> str:
+    """The version of the nvJitLink that linking will load: that of the NVIDIA wheel of cuda-bindings'
+    CUDA major version when one is installed (cuda-pathfinder loads it before any other copy), read
+    from its metadata, for importing cuda.bindings' nvJitLink imports cuda-pathfinder (tens of ms
+    in a fresh process); else the library's own, loaded to ask it."""
+    bindings = _version("cuda-bindings")
+    major = bindings.split(".")[0]
+    for name in ("nvidia-nvjitlink", f"nvidia-nvjitlink-cu{major}"):
+        version = _version(name)
+        if version.split(".")[0] == major:
+            return version
+    try:
+        from cuda.bindings import nvjitlink
+
+        return ".".join(map(str, nvjitlink.version()))
+    except Exception:  # no nvJitLink: the key still differs from any key made with one
+        return _version("nvidia-nvjitlink", "nvidia-nvjitlink-cu13", "nvidia-nvjitlink-cu12")
 
 
 @functools.cache
 def toolchain() -> dict[str, str]:
     """The versions a cubin depends on besides its input: despina, llvmlite (which fixes the LLVM
     version), nvJitLink, and a digest of the backend's source (so a changed backend never reuses a
-    cubin during development, when the version stays the same)."""
+    cubin during development, when the version stays the same). Read from package metadata and
+    files, once per process: nothing here imports LLVM or nvJitLink when their wheels are installed."""
     import despina
     import despina.compiler.backends as backends
 
-    try:
-        from cuda.bindings import nvjitlink
-
-        nvjitlink_version = ".".join(map(str, nvjitlink.version()))
-    except Exception:  # no nvJitLink: the key still differs from any key made with one
-        nvjitlink_version = _version("nvidia-nvjitlink", "nvidia-nvjitlink-cu13", "nvidia-nvjitlink-cu12")
     source = hashlib.sha256()
     root = Path(backends.__file__).parent
     for path in sorted(root.rglob("*.py")):
         source.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
-    return {"despina": despina.__version__, "llvmlite": _version("llvmlite"), "nvjitlink": nvjitlink_version,
+    return {"despina": despina.__version__, "llvmlite": _version("llvmlite"), "nvjitlink": _nvjitlink_version(),
             "backend": source.hexdigest()}
 
 

@@ -21,6 +21,7 @@ from .errors import CudaUnavailableError, LaunchError, SharedMemoryError, driver
 
 _CU: ModuleType | None = None
 _INITIALIZED = False
+_VERSION: int | None = None
 _DEVICES: dict[int, Device] = {}
 _BY_CONTEXT: dict[int, Device] = {}
 
@@ -67,6 +68,19 @@ def init() -> None:
     if int(result[0]):
         raise driver_error(int(result[0]), "cuInit")
     _INITIALIZED = True
+
+
+def version() -> int:
+    """The CUDA driver's version as cuDriverGetVersion reports it (12080 for CUDA 12.8, 13000 for 13.0),
+    or 0 where there is none (no cuda-bindings or no libcuda: a compile-only host). Needs no cuInit."""
+    global _VERSION
+    if _VERSION is None:
+        try:
+            code, number = cu().cuDriverGetVersion()
+            _VERSION = int(number) if not int(code) else 0
+        except Exception:  # cuda-bindings raises its own loader errors when libcuda is absent
+            _VERSION = 0
+    return _VERSION
 
 
 def device_count() -> int:
@@ -130,7 +144,9 @@ class Device:
 
     def load(self, cubin: bytes, name: str, shared: int, num_warps: int, context: int | None = None) -> Function:
         """Kernel `name` of `cubin` loaded in `context` (the device's primary context by default; it must be
-        current), checked against the device's limits, with the dynamic shared memory it needs enabled."""
+        current), checked against the device's limits, with the dynamic shared memory it needs enabled.
+        `cubin` may also be PTX text (a daemon's answer for a driver older than its toolchain), which the
+        driver compiles as it loads it."""
         driver = cu()
         context = self.context if context is None else context
         threads = 32 * num_warps
@@ -141,6 +157,8 @@ class Device:
         key = (context, hashlib.sha256(cubin).hexdigest())
         module = self.modules.get(key)
         if module is None:
+            if is_ptx(cubin) and not cubin.endswith(b"\0"):
+                cubin += b"\0"  # cuModuleLoadData reads PTX as a NUL-terminated string
             image = (ctypes.c_char * len(cubin)).from_buffer_copy(cubin)
             module = self.modules[key] = call(f"cuModuleLoadData (kernel '{name}')", driver.cuModuleLoadData,
                                               ctypes.addressof(image))
@@ -161,6 +179,15 @@ class Device:
         driver = cu()
         return int(call("cuFuncGetAttribute", driver.cuFuncGetAttribute,
                         driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NUM_REGS, driver.CUfunction(function.handle)))
+
+
+def is_ptx(image: bytes) -> bool:
+    """Whether a module image is PTX text (its header declares `.version` and `.target`) rather than a
+    cubin (ELF) or a fatbinary."""
+    if image[:4] in (b"\x7fELF", b"\x50\xed\x55\xba"):
+        return False
+    head = image[:8192]
+    return b".version" in head and b".target" in head
 
 
 def device(ordinal: int = 0) -> Device:
@@ -216,6 +243,37 @@ def synchronize() -> None:
     """Wait for all work on the current context; a fault in an earlier kernel is raised here, naming it."""
     current_context()
     call("cuCtxSynchronize", cu().cuCtxSynchronize)
+
+
+def stream_synchronize(stream: int) -> None:
+    """Wait for the work queued on `stream` (a CUstream handle; 0 is the default stream). The driver
+    writes the kernels' printf output to the C library's stdout here; a fault is raised here, naming
+    the kernel launched last."""
+    driver = cu()
+    call("cuStreamSynchronize", driver.cuStreamSynchronize, driver.CUstream(stream))
+
+
+def module_global(function: Function, name: str) -> int:
+    """The device address of the global variable `name` of the module `function` was loaded from."""
+    driver = cu()
+    module = call("cuFuncGetModule", driver.cuFuncGetModule, driver.CUfunction(function.handle))
+    address, _ = call(f"cuModuleGetGlobal('{name}')", driver.cuModuleGetGlobal, module, name.encode())
+    return int(address)
+
+
+def read(address: int, nbytes: int) -> bytes:
+    """`nbytes` of device memory at `address`, copied in the calling thread's current context."""
+    buffer = ctypes.create_string_buffer(nbytes)
+    call("cuMemcpyDtoH", cu().cuMemcpyDtoH, ctypes.addressof(buffer), cu().CUdeviceptr(address), nbytes)
+    return buffer.raw
+
+
+def clear(address: int, nbytes: int) -> None:
+    """Zero `nbytes` of device memory at `address` in the current context, done when this returns (a
+    memset may be asynchronous to the host: the context is synchronized after it)."""
+    driver = cu()
+    call("cuMemsetD8", driver.cuMemsetD8, driver.CUdeviceptr(address), 0, nbytes)
+    call("cuCtxSynchronize", driver.cuCtxSynchronize)
 
 
 def alloc(dev: Device, nbytes: int) -> int:

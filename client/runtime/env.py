@@ -6,6 +6,7 @@ made through `os.environ` (or pytest's `monkeypatch.setenv`) is still seen at on
 
     env.flag("DESPINA_INTERPRET")          # True for 1 / true / yes / on
     env.raw(env.key("DESPINA_DEBUG"))      # the stored value (bytes on POSIX) or None: for cache keys
+    env.true(stored)                       # a stored value's flag, decoded once per distinct value
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ _KEYS: dict[str, Any] = {}
 
 raw: Callable[[Any], Any] = _DATA.get if _DATA is not None else os.environ.get
 """`raw(key(name))`: the variable's stored value, or None when it is unset."""
+
+STORE: dict[Any, Any] = _DATA if _DATA is not None else os.environ  # type: ignore[assignment]
+"""The mapping `raw` reads, for code that tests `key(name) in STORE` (no call) before reading."""
 
 
 def key(name: str) -> Any:
@@ -39,6 +43,18 @@ def get(name: str) -> str | None:
 def flag(name: str) -> bool:
     """Whether `name` is set to 1, true, yes or on (any case)."""
     value = raw(_KEYS.get(name) or key(name))
-    if value is None:
-        return False
-    return (os.environ.decodevalue(value) if _DATA is not None else value).lower() in _TRUE
+    return value is not None and true(value)
+
+
+_TRUTH: dict[Any, bool] = {}
+
+
+def true(value: Any) -> bool:
+    """Whether a stored value (`raw(...)`, not None) reads as on: 1, true, yes or on, any case.
+    Decoded once per distinct value: `raw(KEY) is not None and true(...)` is two dict lookups."""
+    found = _TRUTH.get(value)
+    if found is None:
+        if len(_TRUTH) > 64:
+            _TRUTH.clear()
+        found = _TRUTH[value] = (os.environ.decodevalue(value) if _DATA is not None else value).lower() in _TRUE
+    return found

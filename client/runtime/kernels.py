@@ -25,7 +25,7 @@ _MEMORY: dict[str, cache.Binary] = {}
 def binary(module: Module, options: dict[str, Any], target: str) -> cache.Binary:
     """The compiled kernel of `module` for `target`: from memory, from disk (verified), or compiled now
     and stored in both."""
-    key = cache.cache_key(module, options, target)
+    key = cache.cache_key(module, _keyed(options), target)
     found = _MEMORY.get(key)
     if found is not None:
         STATS["memory"] += 1
@@ -36,10 +36,40 @@ def binary(module: Module, options: dict[str, Any], target: str) -> cache.Binary
         STATS["disk"] += 1
     else:
         STATS["compile"] += 1
+        prestart(target)
         found = compile_module(module, options, target)
         disk.put(key, found)
     _MEMORY[key] = found
     return found
+
+
+def prestart(target: str | None = None) -> None:
+    """Start the NVPTX backend's LLVM worker process now, without waiting for it, when this process
+    compiles in-process (no daemon) and none is running: its start-up (a Python, llvmlite, LLVM's
+    targets) then overlaps the caller's import of the backend and the lowering, instead of being
+    waited for at the first LLVM request. Cheap when the worker runs; a no-op without the backend."""
+    from despina import remote
+
+    if remote.server() is not None:
+        return
+    try:
+        from despina.compiler.backends.nvptx import isolate
+    except ImportError:  # no backend: compile_module explains
+        return
+    isolate.prestart(target)
+
+
+def _keyed(options: dict[str, Any]) -> dict[str, Any]:
+    """The options as the key covers them: with a daemon, this host's CUDA driver too, for the daemon
+    answers a cubin or, for a driver older than its toolchain, PTX (kept as the entry's image)."""
+    from despina import remote
+
+    if remote.server() is None:
+        return options
+    from . import driver
+
+    version = driver.version()
+    return dict(options, driver_version=version) if version else options
 
 
 def compile_module(module: Module, options: dict[str, Any], target: str) -> cache.Binary:
@@ -51,7 +81,8 @@ def compile_module(module: Module, options: dict[str, Any], target: str) -> cach
     if remote.server() is not None:
         got = remote.compile_remote(module, SimpleNamespace(**options), target)
         meta = _json(got.metadata)
-        return cache.Binary(str(meta.pop("name", name)), bytes(got.cubin), meta, {"ptx": got.ptx})
+        # The image: the cubin, or PTX (meta["image_format"] == "ptx") that the driver JITs when it loads it.
+        return cache.Binary(str(meta.pop("name", name)), bytes(got.image), meta, {"ptx": got.ptx})
     try:
         from despina.compiler.backends.nvptx import compile_module as backend
     except ImportError as exc:

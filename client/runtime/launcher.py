@@ -4,30 +4,41 @@
     launcher.launch((128, 1, 1), {"x": x.data_ptr(), "n": 4096}, stream=0)
 
 The JIT's fast path (`dispatch.py`) packs the frame and calls `launch_ex` itself; `launch` is the
-general entry point, and `error` explains a failed launch.
+general entry point, and `error` explains a failed launch. A kernel that prints or asserts launches
+through `CheckedLaunch`, which waits for it: see there.
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
+import struct
+import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from despina.compiler.errors import KernelRuntimeError
 from despina.compiler.ir.types import Type
 from despina.language.core import unwrap
 
-from . import libcuda
+from . import driver, libcuda
 from .driver import Function, LastLaunch
 from .errors import INVALID_VALUE, LAUNCH_OUT_OF_RESOURCES, CudaError, LaunchError, OutOfResourcesError, driver_error
-from .packing import ArgLayout, Frame
+from .packing import ArgLayout, Frame, config_stream
+
+# The record of a failed device_assert in a kernel's module (the NVPTX backend's kernel ABI): u32
+# failed (0 while none), the assertion's index in metadata["asserts"], the program id x, y, z and
+# the row-major index of the failing element in the assertion's condition.
+ASSERT_GLOBAL = "__despina_assert"
+ASSERT_RECORD = struct.Struct("=6I")
 
 
 class Launcher:
     """A kernel loaded on one device: its parameters' names and layout, and one Frame per thread."""
 
     def __init__(self, function: Function, arg_names: Sequence[str], arg_types: Sequence[Type],
-                 lib: libcuda.LibCuda | None = None) -> None:
+                 lib: libcuda.LibCuda | None = None, metadata: Mapping[str, Any] | None = None) -> None:
         self.function = function
         self.name = function.name
         self.arg_names = list(arg_names)
@@ -37,6 +48,9 @@ class Launcher:
         self.threads = 32 * function.num_warps
         self.shared = function.shared
         self.launch_ex: Callable[..., int] = (lib or libcuda.get()).launch_ex
+        meta = metadata or {}
+        if meta.get("prints") or meta.get("asserts"):
+            self.launch_ex = CheckedLaunch(self.launch_ex, function, bool(meta.get("prints")), list(meta.get("asserts") or ()))
         self.local = threading.local()
 
     def frame(self) -> Frame:
@@ -69,6 +83,76 @@ class Launcher:
             limits = f"grid at most {device.max_grid}, at most {device.max_threads_per_block} threads per block"
             return LaunchError(f"{where}: the driver rejected the launch configuration on {device} ({limits})", code)
         return driver_error(code, where, LastLaunch.kernel or self.name)
+
+
+class CheckedLaunch:
+    """`launch_ex` for a kernel that prints or asserts (metadata `prints`, `asserts`): the launch, then a
+    wait for the launch's stream, so that the call returns with the kernel's work done. Its printf
+    output, which the driver writes into the C library's stdout buffer at a synchronization, is then
+    flushed; its failed device_assert, which the kernel records in its module's `__despina_assert`
+    global instead of trapping (a trap would make the context unusable), is raised as
+    KernelRuntimeError, and the record is cleared for the next launch. Two threads launching the same
+    asserting kernel at once share the record: one of them may report the other's failure.
+
+    Other kernels launch through libcuda's function itself: this costs them nothing."""
+
+    def __init__(self, launch_ex: Callable[..., int], function: Function, prints: bool,
+                 asserts: list[dict[str, Any]]) -> None:
+        self.launch_ex = launch_ex
+        self.function = function
+        self.name = function.name
+        self.prints = prints
+        self.asserts = asserts
+        self.record = 0
+
+    def __call__(self, config: ctypes.c_void_p, function: ctypes.c_void_p, params: ctypes.c_void_p, extra: Any) -> int:
+        code = self.launch_ex(config, function, params, extra)
+        if code:
+            return code
+        LastLaunch.kernel = self.name
+        try:
+            driver.stream_synchronize(config_stream(config))
+        finally:
+            if self.prints:
+                flush_stdout()
+        if self.asserts:
+            self.check()
+        return 0
+
+    def check(self) -> None:
+        """Raise the failed assertion the launch recorded, if any, after clearing the record."""
+        if not self.record:
+            self.record = driver.module_global(self.function, ASSERT_GLOBAL)
+        failed, index, x, y, z, element = ASSERT_RECORD.unpack(driver.read(self.record, ASSERT_RECORD.size))
+        if failed:
+            driver.clear(self.record, ASSERT_RECORD.size)
+            raise assert_error(self.name, self.asserts[index], (x, y, z), element)
+
+
+def assert_error(kernel: str, entry: Mapping[str, Any], pid: tuple[int, int, int], element: int) -> KernelRuntimeError:
+    """The error of a failed device_assert, worded as the interpreter words it: `entry` is the
+    assertion's row of metadata["asserts"], `element` the row-major index of a false element."""
+    coords = []
+    for size in reversed(entry.get("shape") or ()):
+        coords.append(element % size)
+        element //= size
+    at = f", element ({', '.join(map(str, reversed(coords)))})" if coords else ""
+    return KernelRuntimeError(f"kernel '{kernel}' at {entry['file']}:{entry['line']}: device_assert failed: "
+                              f"{entry['message']} (program {pid}{at})")
+
+
+_LIBC: Any = None
+
+
+def flush_stdout() -> None:
+    """Write out stdout's buffers: Python's, then the C library's (`fflush(NULL)`), which holds what the
+    CUDA driver printed for the kernels."""
+    global _LIBC
+    if sys.stdout is not None:
+        sys.stdout.flush()
+    if _LIBC is None:
+        _LIBC = ctypes.CDLL(None) if os.name != "nt" else ctypes.cdll.ucrtbase
+    _LIBC.fflush(None)
 
 
 def grid_dims(grid: Any) -> tuple[int, int, int]:

@@ -28,6 +28,12 @@ from despina.compiler.ir.types import PointerType, ScalarType, Type
 # attrs (NULL) and numAttrs (0) as zeroed padding; the parameter values start at byte 64.
 CONFIG = "=7I4xQ24x"
 CONFIG_BYTES = 64
+STREAM_OFFSET = 32
+
+
+def config_stream(config: ctypes.c_void_p) -> int:
+    """The stream of the launch packed at `config` (a Frame's `config`)."""
+    return ctypes.c_uint64.from_address((config.value or 0) + STREAM_OFFSET).value
 
 # Each parameter: its struct code and the bytes it occupies. Parameters narrower than 32 bits take
 # 4 bytes holding the value sign- or zero-extended: the driver copies as many bytes as the PTX

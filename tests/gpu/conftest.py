@@ -102,7 +102,6 @@ def device(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, gpu_
            tmp_path: Path) -> Gpu:
     pytest.importorskip("llvmlite")
     monkeypatch.delenv("DESPINA_INTERPRET", raising=False)
-    monkeypatch.setenv("DESPINA_DEBUG", "1")  # device_assert checks, as in the interpreter (debug on there)
     monkeypatch.setenv("DESPINA_CACHE_DIR", str(tmp_path / "cache"))
     return Gpu()
 

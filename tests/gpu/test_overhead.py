@@ -18,7 +18,7 @@ import pytest
 
 import despina
 import despina.language as tl
-from despina.runtime import DeviceArray, driver, synchronize
+from despina.runtime import DeviceArray, driver, libcuda, synchronize
 
 LAUNCHES = 20_000
 
@@ -59,8 +59,13 @@ def test_launch_overhead(backend: str, gpu_device: driver.Device, capsys: pytest
     # made by every thread after every thread's load (128 threads, 4 warps: a warp may see another's store).
     assert value == 3 * LAUNCHES if backend == "ptx" else value >= 3 * LAUNCHES
 
+    launch = kernel[(1,)]
+    rows["despina launch = kernel[(1,)] once, then launch(x)"] = per_launch(lambda: launch(x), sync)
     launcher = next(iter(kernel._dispatcher.launchers.values()))
-    frame = launcher.frame()
+    frame = launcher.frame()  # packed by the launches above, on this thread
+    launch_ex, arguments = libcuda.get().launch_ex, libcuda.launch_args(frame, launcher.handle.value or 0)
+    rows["libcuda cuLaunchKernelEx through ctypes as despina calls it, packed beforehand"] = per_launch(
+        lambda: launch_ex(*arguments), sync)
     cu = driver.cu()
     params = frame.params.value
     function, stream = cu.CUfunction(launcher.function.handle), cu.CUstream(0)
@@ -101,11 +106,13 @@ print(json.dumps({"stats": dict(kernels.STATS), "ok": ok, "first_launch_s": read
 def test_warm_disk_cache_in_a_fresh_process(gpu_device: driver.Device, tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("llvmlite")
-    env = {**os.environ, "DESPINA_CACHE_DIR": str(tmp_path), "DESPINA_INTERPRET": "0"}
+    # A script file, not `python -c`: despina reads a kernel's source back from its file.
+    script = tmp_path / "warm_add.py"
+    script.write_text(textwrap.dedent(_WARM))
+    env = {**os.environ, "DESPINA_CACHE_DIR": str(tmp_path / "cache"), "DESPINA_INTERPRET": "0"}
     runs = []
     for _ in range(2):
-        result = subprocess.run([sys.executable, "-c", textwrap.dedent(_WARM)], capture_output=True, text=True,
-                                timeout=300, env=env)
+        result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env)
         assert result.returncode == 0, result.stderr
         runs.append(json.loads(result.stdout.strip().splitlines()[-1]))
     assert runs[0]["stats"] == {"compile": 1} and runs[1]["stats"] == {"disk": 1}

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import multiprocessing
 import os
 import random
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -149,6 +152,36 @@ def test_key_depends_on_the_toolchain(monkeypatch: pytest.MonkeyPatch) -> None:
     assert versions["despina"] == despina.__version__
 
 
+def test_toolchain_loads_neither_llvm_nor_nvjitlink() -> None:
+    """The versions come from package metadata: a fresh process computing a key imports no llvmlite,
+    cuda-bindings or cuda-pathfinder (tens of ms each), and the nvJitLink version is the library's."""
+    nvjitlink = pytest.importorskip("cuda.bindings.nvjitlink")
+    major = cache._version("cuda-bindings").split(".")[0]
+    if all(cache._version(name).split(".")[0] != major for name in ("nvidia-nvjitlink", f"nvidia-nvjitlink-cu{major}")):
+        pytest.skip("nvJitLink does not come from a wheel here: its version is read from the library")
+    code = ("import sys, json\n"
+            "from despina.runtime import cache\n"
+            "versions = cache.toolchain()\n"
+            "print(json.dumps([versions, [m for m in sys.modules if m.startswith(('llvmlite', 'cuda'))]]))\n")
+    versions, loaded = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                                 check=True).stdout)
+    assert loaded == []
+    assert versions == cache.toolchain()
+    assert (versions["nvjitlink"] + ".").startswith(".".join(map(str, nvjitlink.version())) + ".")
+
+
+@pytest.mark.parametrize("name", ["numpy", "pytest", "despina", "llvmlite", "cuda-bindings", "nvidia-nvjitlink",
+                                  "NumPy", "no-such-distribution"])
+def test_versions_are_the_installed_ones(name: str) -> None:
+    from importlib import metadata
+
+    try:
+        expected = metadata.version(name)
+    except metadata.PackageNotFoundError:
+        expected = "none"
+    assert cache._version(name) == expected
+
+
 def test_cache_folder_follows_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("DESPINA_CACHE_DIR", str(tmp_path))
     assert cache.default_cache().directory == tmp_path
@@ -166,6 +199,7 @@ def compiles(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[str]:
         return binary(7)
 
     monkeypatch.setattr(kernels, "compile_module", compile_module)
+    monkeypatch.setattr(kernels, "prestart", lambda target=None: None)  # no LLVM worker for a stand-in
     monkeypatch.setattr(kernels, "_MEMORY", {})
     monkeypatch.setattr(kernels, "STATS", Counter())
     monkeypatch.setenv("DESPINA_CACHE_DIR", str(tmp_path))
@@ -213,3 +247,36 @@ def test_a_configured_daemon_compiles(monkeypatch: pytest.MonkeyPatch, tmp_path:
     assert got == Binary("copy", b"cubin", {"shared": 0, "service": {"tier": "redis"}}, {"ptx": "// ptx"})
     kernels._MEMORY.clear()
     assert kernels.binary(module(), OPTIONS, "sm_90") == got and len(asked) == 1  # kept on local disk
+
+
+def test_a_miss_starts_the_llvm_worker_before_compiling(compiles: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    events: list[str] = []
+    stand_in = kernels.compile_module
+
+    def compile_module(m: Module, options: dict[str, Any], target: str) -> Binary:
+        events.append(f"compile {target}")
+        return stand_in(m, options, target)
+
+    monkeypatch.setattr(kernels, "prestart", lambda target=None: events.append(f"prestart {target}"))
+    monkeypatch.setattr(kernels, "compile_module", compile_module)
+    m = module()
+    kernels.binary(m, OPTIONS, "sm_90a")
+    kernels.binary(m, OPTIONS, "sm_90a")  # memory
+    kernels._MEMORY.clear()
+    kernels.binary(m, OPTIONS, "sm_90a")  # disk: no worker needed
+    assert events == ["prestart sm_90a", "compile sm_90a"]
+
+
+def test_prestart_is_for_in_process_compiles_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("llvmlite")
+    from despina import remote
+    from despina.compiler.backends.nvptx import isolate
+
+    started: list[str | None] = []
+    monkeypatch.setattr(isolate, "prestart", started.append)
+    monkeypatch.setattr(remote, "server", lambda: "grpc://gpu-host:50051")
+    kernels.prestart("sm_90")
+    assert started == []
+    monkeypatch.setattr(remote, "server", lambda: None)
+    kernels.prestart("sm_90")
+    assert started == ["sm_90"]

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import ctypes
 import struct
 import threading
 import time
+from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -12,9 +15,9 @@ import pytest
 
 import despina
 import despina.language as tl
-from despina.runtime import HostArrayError, KernelFaultError, LaunchError, OutOfResourcesError, dispatch
+from despina.runtime import HostArrayError, KernelFaultError, LaunchError, OutOfResourcesError, dispatch, libcuda
 
-from .conftest import CONTEXT, CudaArray, FakeGPU
+from .conftest import CONTEXT, CudaArray, FakeGPU, FakeLib
 from .test_pointers import DLPackOnly, FakeTorch
 
 SCALE = tl.constexpr(2)
@@ -316,3 +319,186 @@ def test_dispatch_overhead(gpu: FakeGPU, capsys: pytest.CaptureFixture[str], mon
     assert bump._dispatcher.slow_calls == 1
     with capsys.disabled():
         print(f"\n[despina] kernel[grid](x) dispatch overhead on this CPU, launch call stubbed: {best * 1e6:.2f} us")
+
+
+def test_the_launch_binds_positional_keyword_and_defaulted_calls_itself(gpu: FakeGPU) -> None:
+    k, x = fresh(scale), CudaArray(0x10000)
+    gpu.lib.nparams = 3
+    calls: list[tuple[tuple[Any, ...], dict[str, Any], float]] = [
+        ((x, 100), {}, 2.0), ((x, 100, 3.0), {}, 3.0), ((x, 100), {"factor": 4.0}, 4.0),
+        ((x, 100), {"BLOCK": 128, "factor": 5.0}, 5.0), ((x, 100, 6.0, 128), {}, 6.0),
+        ((x,), {"n": 100}, 2.0), ((), {"x_ptr": x, "n": 100, "factor": 7.0}, 7.0),
+    ]
+    for args, kwargs, _ in calls:
+        k[(1,)](*args, **kwargs)
+    assert k._dispatcher.slow_calls == 1  # every form of the call has the one key
+    factors = [float(np.frombuffer(c.words[2][:4], np.float32)[0]) for c in gpu.lib.calls]
+    assert factors == [f for _, _, f in calls]
+    assert {c.words[1][:4] for c in gpu.lib.calls} == {np.int32(100).tobytes()}
+
+
+def test_bad_calls_after_the_first_are_still_explained(gpu: FakeGPU) -> None:
+    k, (x, y, out) = fresh(add), arrays()
+    k[(1,)](x, y, out, 16, BLOCK=64)
+    for args, kwargs in [((x, y, out, 16), {}), ((x, y, out, 16, 64), {"BLOCK": 64}), ((x, y, out), {"BLOCK": 64}),
+                         ((x, y, out, 16), {"BLOCK": 64, "bogus": 1}), ((x, y, out, 16, 64, 1), {})]:
+        with pytest.raises(TypeError, match=r"kernel 'add' takes \(x_ptr, y_ptr, out_ptr, n, BLOCK\)"):
+            k[(1,)](*args, **kwargs)
+    assert len(gpu.lib.calls) == 1
+
+
+def test_launch_options_by_keyword(gpu: FakeGPU) -> None:
+    k, (x, y, out) = fresh(add), arrays()
+    for _ in range(2):
+        k[(1,)](x, y, out, 16, BLOCK=64, num_warps=2)
+        k[(1,)](x, y, out, 16, BLOCK=64, num_warps=4)  # the default, given: its own key, the same kernel
+        k[(1,)](x, y, out, 16, BLOCK=64)
+    assert [c.block for c in gpu.lib.calls] == [(64, 1, 1), (128, 1, 1), (128, 1, 1)] * 2
+    assert k._dispatcher.slow_calls == 3 and len(gpu.compiled) == 2
+
+
+def test_a_grid_object_keeps_its_launch_and_each_grid_is_read(gpu: FakeGPU) -> None:
+    k, (x, y, out) = fresh(add), arrays()
+    grid = (3, 2)
+    k[grid](x, y, out, 16, BLOCK=64)
+    assert k[grid] is k[grid]
+    sizes = [4]
+    k[sizes](x, y, out, 16, BLOCK=64)
+    sizes[0] = 5  # a list may change between launches: it is read at each one
+    launch = k[sizes]
+    launch(x, y, out, 16, BLOCK=64)
+    k[7](x, y, out, 16, BLOCK=64)
+    assert [c.grid for c in gpu.lib.calls] == [(3, 2, 1), (4, 1, 1), (5, 1, 1), (7, 1, 1)]
+    assert k._dispatcher.slow_calls == 1
+
+
+def test_despina_interpret_set_at_run_time_is_seen_by_the_next_launch(gpu: FakeGPU,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    k, (x, y, out) = fresh(add), arrays()
+    grid = (1,)
+    k[grid](x, y, out, 16, BLOCK=64)
+    k[grid](x, y, out, 16, BLOCK=64)
+    host = [np.arange(16, dtype=np.float32) for _ in range(3)]
+    monkeypatch.setenv("DESPINA_INTERPRET", "1")
+    k[grid](host[0], host[1], host[2], 16, BLOCK=64)  # in the interpreter: NumPy arrays are fine there
+    np.testing.assert_array_equal(host[2], 2 * np.arange(16, dtype=np.float32))
+    monkeypatch.setenv("DESPINA_INTERPRET", "0")
+    k[grid](x, y, out, 16, BLOCK=64)
+    monkeypatch.delenv("DESPINA_INTERPRET")
+    k[grid](x, y, out, 16, BLOCK=64)
+    assert len(gpu.lib.calls) == 4 and k._dispatcher.slow_calls == 1
+
+
+def test_torch_tensors_are_read_inline(gpu: FakeGPU, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(dispatch, "torch_stream_getter", lambda: (lambda device: 0x7777))
+    k = fresh(add)
+    t = [FakeTorch(0x10000), FakeTorch(0x20000), FakeTorch(0x30000)]
+    gpu.lib.nparams = 4
+    for _ in range(2):
+        k[(1,)](*t, 16, BLOCK=64)
+    assert k._dispatcher.namespace["_d_tensor"] is FakeTorch and k._dispatcher.slow_calls == 1
+    assert gpu.lib.calls[-1].words == words(("p", 0x10000), ("p", 0x20000), ("p", 0x30000), ("i", 16))
+    assert gpu.lib.calls[-1].stream == 0x7777
+    k[(1,)](FakeTorch(0x10004), *t[1:], 16, BLOCK=64)  # misaligned: its own specialization
+    assert k._dispatcher.slow_calls == 2 and len(gpu.compiled) == 2
+    with pytest.raises(HostArrayError, match="argument 'y_ptr' of kernel 'add' is a torch tensor on cpu"):
+        k[(1,)](t[0], FakeTorch(0x20000, cuda=False), t[2], 16, BLOCK=64)
+
+
+def test_a_changed_global_refiles_the_key_in_every_thread(gpu: FakeGPU, monkeypatch: pytest.MonkeyPatch) -> None:
+    k, x = fresh(maybe_bias), CudaArray(0x10000)
+    changed, done = threading.Event(), threading.Event()
+
+    def other_thread() -> None:
+        for _ in range(2):
+            k[(1,)](x, None, 16, HAS_B=False)
+        done.set()
+        changed.wait()
+        for _ in range(2):
+            k[(1,)](x, None, 16, HAS_B=False)
+
+    k[(1,)](x, None, 16, HAS_B=False)
+    worker = threading.Thread(target=other_thread)
+    worker.start()
+    done.wait()
+    monkeypatch.setitem(globals(), "SCALE", tl.constexpr(3))
+    for _ in range(2):
+        k[(1,)](x, None, 16, HAS_B=False)
+    changed.set()
+    worker.join()
+    # each thread's ready launch was the old kernel's: a slow call each for the new global (one
+    # compilation), then the fast path
+    assert k._dispatcher.slow_calls == 3 and len(gpu.compiled) == 2
+    handles = [c.handle for c in gpu.lib.calls]
+    assert len(set(handles[:3])) == 1 and len(set(handles[3:])) == 1 and handles[0] != handles[3]
+
+
+@dataclass
+class CtypesDriver:
+    """libcuda's two launch entry points as C function pointers (ctypes callbacks), so that the
+    launch goes through `libcuda.LibCuda` as on a GPU: its records are as FakeLib's."""
+
+    lib: FakeLib
+    launch: Any = None
+    current: Any = None
+
+    def __post_init__(self) -> None:
+        def launch_ex(config: int, function: int, params: int, extra: Any) -> int:
+            return self.lib.launch_ex(ctypes.c_void_p(config), ctypes.c_void_p(function), ctypes.c_void_p(params), extra)
+
+        def get_current(out: int) -> int:
+            ctypes.c_size_t.from_address(out).value = self.lib.context
+            return 0
+
+        pointer = ctypes.c_void_p
+        self.launch = ctypes.CFUNCTYPE(ctypes.c_int, pointer, pointer, pointer, pointer)(launch_ex)
+        self.current = ctypes.CFUNCTYPE(ctypes.c_int, pointer)(get_current)
+
+
+def test_launch_through_libcuda_function_pointers(gpu: FakeGPU, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The launch's own ctypes calls: cuCtxGetCurrent made in the generated code, and cuLaunchKernelEx
+    given the prebuilt (byref) arguments of `libcuda.launch_args`."""
+    fake = CtypesDriver(gpu.lib)
+    lib = libcuda.LibCuda(SimpleNamespace(cuLaunchKernelEx=fake.launch, cuCtxGetCurrent=fake.current))
+    monkeypatch.setattr(libcuda, "_LIB", lib)
+    assert lib.current_context() == CONTEXT
+    k, (x, y, out) = fresh(add), arrays()
+    gpu.lib.nparams = 4
+    for n in (16, 32):
+        k[(3,)](x, y, out, n, BLOCK=64, stream=0x77)
+    assert k._dispatcher.namespace["_d_get_current"] is lib.get_current and k._dispatcher.slow_calls == 1
+    (entry,) = k._dispatcher.entries.values()
+    assert entry.launch_ex is lib.launch_ex
+    first, second = gpu.lib.calls
+    assert first.words[:3] == second.words[:3] == words(("p", 0x10000), ("p", 0x20000), ("p", 0x30000))
+    assert second.words[3] == words(("i", 32))[0]
+    assert (second.handle, second.grid, second.block, second.stream) == (first.handle, (3, 1, 1), (128, 1, 1), 0x77)
+    gpu.lib.context = CONTEXT + 1  # another context: its own key, and the kernel loaded there
+    k[(3,)](x, y, out, 16, BLOCK=64)
+    assert [load[3] for load in gpu.device.loads] == [CONTEXT, CONTEXT + 1] and k._dispatcher.slow_calls == 2
+    gpu.lib.code = 701
+    with pytest.raises(OutOfResourcesError):
+        k[(3,)](x, y, out, 16, BLOCK=64)
+
+
+def test_a_stream_alone_by_keyword_keeps_the_key(gpu: FakeGPU) -> None:
+    k, (x, y, out) = fresh(add), arrays()
+    for stream in (None, 0x11, 0x22):
+        k[(1,)](x, y, out, 16, BLOCK=64, stream=stream)
+        k[(1,)](x, y, out, 16, 64, stream=stream)
+    assert [c.stream for c in gpu.lib.calls] == [0, 0, 0x11, 0x11, 0x22, 0x22] and k._dispatcher.slow_calls == 1
+
+
+@despina.jit
+def no_parameters():
+    tl.program_id(0)
+
+
+def test_a_kernel_without_parameters(gpu: FakeGPU) -> None:
+    k = fresh(no_parameters)
+    for _ in range(2):
+        k[(2,)]()
+    k[(2,)](num_warps=2)
+    with pytest.raises(TypeError, match=r"kernel 'no_parameters' takes \(\)"):
+        k[(2,)](1)
+    assert [c.block for c in gpu.lib.calls] == [(128, 1, 1)] * 2 + [(64, 1, 1)] and k._dispatcher.slow_calls == 3
