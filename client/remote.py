@@ -10,6 +10,14 @@ or `despina.set_server("grpc://gpu-host:50051", token="...")`. Then
 sends the IR and returns the daemon's cubin; `metadata["service"]` says which tier answered. An
 unreachable daemon makes it compile in-process instead, with one warning; with
 `DESPINA_SERVER_REQUIRED=1` that is an error. `DESPINA_SERVER_CA` names a CA bundle for TLS.
+
+The request carries this host's CUDA driver version (`driver.version()`, 0 without a driver). A
+driver older than the daemon's toolchain gets PTX its driver can JIT instead of a cubin:
+`image_format` is then "ptx", `cubin` is empty and `image` (what the runtime loads) is the PTX.
+A driver too old even for the kernel's PTX is a `RemoteError` with code FAILED_PRECONDITION.
+
+`kernel.run_remote[grid](*args, **constexprs)` (`run_remote` here) runs a kernel on the daemon's GPU:
+NumPy arrays go there and come back, written into the caller's arrays in place.
 """
 
 from __future__ import annotations
@@ -19,13 +27,18 @@ import hashlib
 import json
 import os
 import warnings
-from collections.abc import Callable
-from typing import Any, NamedTuple, Protocol
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from despina.compiler.ir.core import Module
 
+if TYPE_CHECKING:
+    from despina.jit import JITFunction
+
 CONNECT_TIMEOUT_S = 5.0
 COMPILE_TIMEOUT_S = 600.0
+# An Execute compiles (up to the daemon's compile time-out), then runs (its --execute-timeout-s).
+EXECUTE_TIMEOUT_S = 900.0
 _settings: dict[str, str | None] = {}
 _clients: dict[tuple[str, str | None], _Client] = {}
 _warned: set[str] = set()
@@ -48,6 +61,16 @@ class RemoteKernel(NamedTuple):
     cubin: bytes
     ptx: str
     metadata: dict[str, Any]
+
+    @property
+    def image_format(self) -> str:
+        """"cubin", or "ptx" when the daemon answered PTX for this host's older driver."""
+        return str(self.metadata.get("image_format", "cubin"))
+
+    @property
+    def image(self) -> bytes:
+        """What cuModuleLoadData loads: the cubin, or the PTX's text."""
+        return self.ptx.encode() if self.image_format == "ptx" else self.cubin
 
 
 def set_server(url: str | None, token: str | None = None) -> None:
@@ -74,27 +97,45 @@ def _required() -> bool:
 
 
 def compile_remote(module: Module, options: Any = None, target: str = "sm_90",
-                   specialization: dict[str, str] | None = None) -> RemoteKernel:
+                   specialization: dict[str, str] | None = None, driver_version: int | None = None) -> RemoteKernel:
     """The kernel's cubin, PTX and metadata, from the daemon (or in-process when there is none).
 
     `options` is `despina.jit.Options` or anything with num_warps / num_stages / debug.
+    `driver_version` is the CUDA driver the image is for (cuDriverGetVersion's number, 12080 for
+    12.8; 0 asks for a cubin whatever the driver); None: this host's driver.
     Raises `RemoteError` when the daemon refuses the kernel (its message says why).
     """
+    got = try_remote(module, options, target, specialization, driver_version, stacklevel=3)
+    return got if got is not None else _compile_local(module, options, target)
+
+
+def try_remote(module: Module, options: Any = None, target: str = "sm_90", specialization: dict[str, str] | None = None,
+               driver_version: int | None = None, stacklevel: int = 2) -> RemoteKernel | None:
+    """`compile_remote` without the in-process fallback: None when no daemon is configured, or when
+    it is unreachable (with one warning; an error with DESPINA_SERVER_REQUIRED=1)."""
     url = server()
     if url is None:
-        return _compile_local(module, options, target)
+        return None
     from despina.compiler.ir.codec import encode
 
+    if driver_version is None:
+        driver_version = _driver_version()
     try:
-        return _client(url).compile(encode(module), _options(options), target, specialization or {})
+        return _client(url).compile(encode(module), _options(options), target, specialization or {}, driver_version)
     except ServerUnavailable as e:
         if _required():
             raise
         if url not in _warned:
             _warned.add(url)
             warnings.warn(f"despina: the daemon at {url} is unreachable ({e.message}); compiling in-process",
-                          RuntimeWarning, stacklevel=2)
-        return _compile_local(module, options, target)
+                          RuntimeWarning, stacklevel=stacklevel)
+        return None
+
+
+def _driver_version() -> int:
+    from despina.runtime import driver
+
+    return driver.version()
 
 
 def _options(options: Any) -> dict[str, Any]:
@@ -113,14 +154,24 @@ def _compile_local(module: Module, options: Any, target: str) -> RemoteKernel:
     return RemoteKernel(kernel.cubin, ptx, dict(kernel.metadata, service={"tier": "local"}))
 
 
-def _checked(url: str, key: str, tier: str, digest: str, cubin: bytes, ptx: str, metadata: dict[str, Any]) -> RemoteKernel:
-    if hashlib.sha256(cubin).hexdigest() != digest:
-        raise RemoteError("DATA_LOSS", f"the cubin from {url} does not match its digest")
-    return RemoteKernel(cubin, ptx, dict(metadata, service={"tier": tier, "key": key, "server": url}))
+def _checked(url: str, key: str, tier: str, digest: str, cubin: bytes, ptx: str, metadata: dict[str, Any],
+             image_format: str = "cubin") -> RemoteKernel:
+    """The answer, once the image the client will load (the cubin, or the PTX) matches its digest."""
+    if image_format not in ("cubin", "ptx"):
+        raise RemoteError("DATA_LOSS", f"{url} answered an image of unknown format {image_format[:20]!r}")
+    image = ptx.encode() if image_format == "ptx" else cubin
+    if hashlib.sha256(image).hexdigest() != digest:
+        raise RemoteError("DATA_LOSS", f"the {image_format} from {url} does not match its digest")
+    service = {"tier": tier, "key": key, "server": url}
+    return RemoteKernel(cubin, ptx, dict(metadata, image_format=image_format, service=service))
 
 
 class _Client(Protocol):
-    def compile(self, ir: bytes, options: dict[str, Any], target: str, spec: dict[str, str]) -> RemoteKernel: ...
+    def compile(self, ir: bytes, options: dict[str, Any], target: str, spec: dict[str, str],
+                driver_version: int = 0) -> RemoteKernel: ...
+
+    def execute(self, ir: bytes, options: dict[str, Any], target: str, grid: Sequence[int],
+                args: Sequence[RemoteArgument]) -> list[RemoteBuffer]: ...
 
     def close(self) -> None: ...
 
@@ -157,10 +208,12 @@ class _Grpc:
     def close(self) -> None:
         self.channel.close()
 
-    def compile(self, ir: bytes, options: dict[str, Any], target: str, spec: dict[str, str]) -> RemoteKernel:
+    def compile(self, ir: bytes, options: dict[str, Any], target: str, spec: dict[str, str],
+                driver_version: int = 0) -> RemoteKernel:
         from despina.proto import service_pb2 as pb
 
-        request = pb.CompileRequest(ir=ir, target=target, specialization=spec, options=pb.CompileOptions(**options))
+        request = pb.CompileRequest(ir=ir, target=target, specialization=spec, options=pb.CompileOptions(**options),
+                                    driver_version=driver_version)
         try:
             r = self.stub.Compile(request, timeout=COMPILE_TIMEOUT_S, metadata=self.metadata)
         except self.grpc.RpcError as e:
@@ -168,7 +221,27 @@ class _Grpc:
             error = ServerUnavailable if code == self.grpc.StatusCode.UNAVAILABLE else RemoteError
             raise error(code.name, details) from None
         tier = pb.Tier.Name(r.tier).lower()
-        return _checked(self.url, r.key, tier, r.digest, r.cubin, r.ptx, json.loads(r.metadata_json or "{}"))
+        image_format = "ptx" if r.image_format == pb.PTX else "cubin"  # UNSPECIFIED: a daemon that predates PTX answers
+        return _checked(self.url, r.key, tier, r.digest, r.cubin, r.ptx, json.loads(r.metadata_json or "{}"), image_format)
+
+    def execute(self, ir: bytes, options: dict[str, Any], target: str, grid: Sequence[int],
+                args: Sequence[RemoteArgument]) -> list[RemoteBuffer]:
+        from despina.proto import service_pb2 as pb
+
+        def argument(a: RemoteArgument) -> Any:
+            if isinstance(a, RemoteBuffer):
+                return pb.Argument(buffer=pb.Buffer(data=a.data, dtype=a.dtype, shape=a.shape))
+            return pb.Argument(float_value=a) if isinstance(a, float) else pb.Argument(int_value=int(a))
+
+        kernel = pb.CompileRequest(ir=ir, target=target, options=pb.CompileOptions(**options))
+        request = pb.ExecuteRequest(kernel=kernel, grid=list(grid), args=[argument(a) for a in args])
+        try:
+            r = self.stub.Execute(request, timeout=EXECUTE_TIMEOUT_S, metadata=self.metadata)
+        except self.grpc.RpcError as e:
+            code, details = e.code(), e.details() or ""
+            error = ServerUnavailable if code == self.grpc.StatusCode.UNAVAILABLE else RemoteError
+            raise error(code.name, details) from None
+        return [RemoteBuffer(b.data, b.dtype, tuple(b.shape)) for b in r.buffers]
 
 
 class _Http:
@@ -218,8 +291,10 @@ class _Http:
                         raise ServerUnavailable("UNAVAILABLE", f"{type(e).__name__}: {e}") from None
             raise AssertionError("unreachable")
 
-    def compile(self, ir: bytes, options: dict[str, Any], target: str, spec: dict[str, str]) -> RemoteKernel:
-        body = {"ir": base64.b64encode(ir).decode(), "target": target, "options": options, "specialization": spec}
+    def compile(self, ir: bytes, options: dict[str, Any], target: str, spec: dict[str, str],
+                driver_version: int = 0) -> RemoteKernel:
+        body = {"ir": base64.b64encode(ir).decode(), "target": target, "options": options, "specialization": spec,
+                "driver_version": driver_version}
         status, data = self._post("/v1/compile", json.dumps(body).encode())
         try:
             reply = json.loads(data)
@@ -230,4 +305,194 @@ class _Http:
             code, message = (error["code"], error["message"]) if isinstance(error, dict) else (f"HTTP_{status}", data[:500].decode(errors="replace"))
             raise (ServerUnavailable if status == 503 else RemoteError)(code, message)
         cubin = base64.b64decode(reply["cubin"])
-        return _checked(self.url, reply["key"], reply["tier"], reply["digest"], cubin, reply["ptx"], reply["metadata"])
+        return _checked(self.url, reply["key"], reply["tier"], reply["digest"], cubin, reply["ptx"], reply["metadata"],
+                        reply.get("image_format", "cubin"))
+
+    def execute(self, ir: bytes, options: dict[str, Any], target: str, grid: Sequence[int],
+                args: Sequence[RemoteArgument]) -> list[RemoteBuffer]:
+        def argument(a: RemoteArgument) -> dict[str, Any]:
+            if isinstance(a, RemoteBuffer):
+                return {"buffer": {"data": base64.b64encode(a.data).decode(), "dtype": a.dtype, "shape": list(a.shape)}}
+            return {"float_value": a} if isinstance(a, float) else {"int_value": int(a)}
+
+        body = {"kernel": {"ir": base64.b64encode(ir).decode(), "target": target, "options": options},
+                "grid": list(grid), "args": [argument(a) for a in args]}
+        status, data = self._post("/v1/execute", json.dumps(body).encode())
+        try:
+            reply = json.loads(data)
+        except ValueError:
+            reply = {}
+        if status != 200:
+            error = reply.get("error") if isinstance(reply, dict) else None
+            code, message = (error["code"], error["message"]) if isinstance(error, dict) else (f"HTTP_{status}", data[:500].decode(errors="replace"))
+            raise (ServerUnavailable if status == 503 else RemoteError)(code, message)
+        return [RemoteBuffer(base64.b64decode(b["data"]), b["dtype"], tuple(b["shape"])) for b in reply["buffers"]]
+
+
+# ---- remote execution: kernel.run_remote[grid](...) ------------------------------------------------
+
+
+class RemoteBuffer(NamedTuple):
+    """A buffer argument of an Execute, or one the daemon sent back: bytes, IR element type, shape."""
+
+    data: bytes
+    dtype: str
+    shape: tuple[int, ...]
+
+
+RemoteArgument = RemoteBuffer | int | float
+
+
+def execute_remote(module: Module, grid: Sequence[int], args: Sequence[RemoteArgument], options: Any = None,
+                   target: str = "") -> list[RemoteBuffer]:
+    """Run `module`'s kernel on the daemon's GPU over `grid` with `args` (in the kernel's parameter order:
+    a RemoteBuffer per pointer, a number per scalar); every buffer after the kernel ran, in argument
+    order. `target` "" is the daemon's GPU. RuntimeError without a daemon; RemoteError when it refuses."""
+    url = server()
+    if url is None:
+        raise RuntimeError(f"kernel '{module.kernel.name}': remote execution needs a daemon: set DESPINA_SERVER="
+                           "grpc://HOST:50051 (or http://HOST:8000), or call despina.set_server(url)")
+    return _client(url).execute(_encode(module), _options(options), target, tuple(grid), list(args))
+
+
+class RemoteLauncher:
+    """`kernel.run_remote[grid]`: the launch function of `run_remote` for one grid."""
+
+    def __init__(self, fn: JITFunction) -> None:
+        self.fn = fn
+
+    def __getitem__(self, grid: Any) -> Callable[..., None]:
+        return lambda *args, **kwargs: run_remote(self.fn, grid, args, kwargs)
+
+
+class _Shipped:
+    """An array as `JITFunction.specialize` sees it on the daemon: its element type and shape, and the
+    address of a fresh device allocation, which is 256-byte aligned (so 0 will do)."""
+
+    def __init__(self, dtype: Any, shape: tuple[int, ...]) -> None:
+        self.dtype = dtype
+        self.shape = shape
+
+    def data_ptr(self) -> int:
+        return 0
+
+
+def run_remote(fn: JITFunction, grid: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
+    """Specialize and lower `fn` here, as `fn[grid](*args, **kwargs)` does, run it on the daemon's GPU with
+    copies of the NumPy arrays among the arguments, and write the arrays the daemon sends back into
+    the caller's arrays, in place. Arguments: NumPy arrays (bf16 as `despina.reinterpret(uint16 bits,
+    tl.bfloat16)`), numbers, and the kernel's constexprs; num_warps= and num_stages= as for a launch."""
+    import numpy as np
+
+    from despina import arguments
+    from despina.compiler.ir.types import PointerType, ScalarType
+    from despina.jit import LAUNCH_OPTIONS, TensorWrapper
+    from despina.language.core import unwrap
+
+    name = fn.__name__
+    url = server()
+    if url is None:
+        raise RuntimeError(f"kernel '{name}': run_remote needs a daemon to run on: set DESPINA_SERVER=grpc://HOST:50051 "
+                           "(or http://HOST:8000), or call despina.set_server(url)")
+    call_kwargs = dict(kwargs)
+    launch = {k: call_kwargs.pop(k) for k in LAUNCH_OPTIONS if k in call_kwargs and k not in fn.arg_names}
+    if launch.get("stream") is not None:
+        raise TypeError(f"kernel '{name}': run_remote takes no stream= (the kernel runs on the daemon's GPU, and the "
+                        "call returns once it is done)")
+    options = fn.options(launch, interpret=False)
+    bound = fn.bind(args, call_kwargs)
+    arrays: dict[str, tuple[Any, Any, tuple[int, ...]]] = {}  # name -> (array, a uint8 view of its bytes, shape)
+    as_seen: dict[str, Any] = {}  # the arguments as specialize sees them
+    for pname, value in bound.items():
+        v = unwrap(value)
+        as_seen[pname] = value
+        if pname in fn.constexpr_names or v is None or isinstance(v, (str, tuple, ScalarType, bool, int, float,
+                                                                       np.bool_, np.number)):
+            continue  # constexprs and numbers, as a launch takes them
+        base = v.base if isinstance(v, TensorWrapper) else v
+        if not isinstance(base, np.ndarray):
+            raise TypeError(f"argument '{pname}' of kernel '{name}' is a {type(base).__module__}.{type(base).__name__}: "
+                            "run_remote takes NumPy arrays (bf16 as despina.reinterpret(uint16 bits, tl.bfloat16)), "
+                            "numbers and constexprs, and copies the arrays to the daemon's GPU and back")
+        if arguments.element_type(v.dtype) is None:
+            raise TypeError(f"argument '{pname}' of kernel '{name}' has unsupported dtype {v.dtype}")
+        data, shape = _host_bytes(name, pname, base)
+        arrays[pname] = (base, data, shape)
+        as_seen[pname] = _Shipped(v.dtype, tuple(base.shape))
+    shared = _overlapping(arrays)
+    spec = fn.specialize(as_seen, options)
+    dims = fn._grid(grid, bound, launch)
+    module = fn.ir(spec, options)
+    if 0 in dims:
+        return
+    kernel = module.kernel
+    sent: list[str] = []
+    values: list[RemoteArgument] = []
+    for pname, param in zip(kernel.arg_names, kernel.args):
+        if isinstance(param.type, PointerType):
+            _, data, shape = arrays[pname]
+            values.append(RemoteBuffer(data.tobytes(), str(param.type.element_ty), shape))
+            sent.append(pname)
+        else:
+            v = unwrap(bound[pname])
+            if isinstance(param.type, ScalarType) and param.type.is_floating():
+                values.append(float(v))
+            else:
+                i = int(v)
+                values.append(i - (1 << 64) if i >= 1 << 63 else i)  # a uint64 travels as its sint64 bits
+    back = _client(url).execute(_encode(module), _options(options), "", dims, values)
+    if len(back) != len(sent):
+        raise RemoteError("DATA_LOSS", f"{url} sent back {len(back)} buffers for kernel '{name}', which has {len(sent)}")
+    results: dict[str, Any] = {}
+    for pname, buffer in zip(sent, back):
+        base, data, _ = arrays[pname]
+        got = np.frombuffer(buffer.data, np.uint8)
+        if got.size != data.size:
+            raise RemoteError("DATA_LOSS", f"{url} sent back {got.size} bytes for argument '{pname}' of kernel "
+                              f"'{name}', which has {data.size}")
+        if not np.array_equal(got, data):
+            results[pname] = got
+            if not base.flags.writeable:
+                raise ValueError(f"kernel '{name}' wrote to argument '{pname}', a read-only array; pass a writable one")
+    for a, b in shared:
+        if a in results or b in results:
+            raise ValueError(f"kernel '{name}' wrote to argument '{a if a in results else b}', which shares memory with "
+                             f"argument '{b if a in results else a}': run_remote copies each array to the daemon's GPU "
+                             "on its own, so the kernel did not see one buffer, and nothing was written back. Pass "
+                             "distinct arrays (or run the kernel locally, kernel[grid](...))")
+    for pname, got in results.items():
+        arrays[pname][1][...] = got
+
+
+def _encode(module: Module) -> bytes:
+    from despina.compiler.ir.codec import encode
+
+    return encode(module)
+
+
+def _host_bytes(kernel: str, name: str, array: Any) -> tuple[Any, tuple[int, ...]]:
+    """The bytes the kernel may address from `array`'s first element, as a writable uint8 view of the
+    caller's memory (all of a C-contiguous array; the span of a strided one), and the shape sent."""
+    import numpy as np
+
+    from despina import arguments
+
+    if array.flags.c_contiguous:
+        flat = array.reshape(-1)
+        return flat.view(np.uint8), tuple(array.shape)
+    try:
+        flat = arguments.host_buffer(array)
+    except ValueError as e:
+        raise ValueError(f"argument '{name}' of kernel '{kernel}': {e}") from None
+    if flat.dtype != array.dtype:
+        raise ValueError(f"argument '{name}' of kernel '{kernel}': its strides are not whole elements; pass "
+                         "np.ascontiguousarray(x)")
+    return flat.view(np.uint8), (flat.size,)
+
+
+def _overlapping(arrays: dict[str, Any]) -> list[tuple[str, str]]:
+    """The pairs of arguments whose bytes overlap: each array travels as a copy of its own, so a kernel
+    that writes to one of them does not see one buffer (run_remote then refuses the result)."""
+    spans = [(data.ctypes.data, data.ctypes.data + data.size, name) for name, (_, data, _) in arrays.items() if data.size]
+    return [(a, b) for i, (start_a, end_a, a) in enumerate(spans) for start_b, end_b, b in spans[i + 1:]
+            if start_a < end_b and start_b < end_a]

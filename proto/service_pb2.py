@@ -14,7 +14,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1b\x64\x65spina/proto/service.proto\x12\x12\x64\x65spina.service.v1\"F\n\x0e\x43ompileOptions\x12\x11\n\tnum_warps\x18\x01 \x01(\r\x12\x12\n\nnum_stages\x18\x02 \x01(\r\x12\r\n\x05\x64\x65\x62ug\x18\x03 \x01(\x08\"\xe8\x01\n\x0e\x43ompileRequest\x12\n\n\x02ir\x18\x01 \x01(\x0c\x12N\n\x0especialization\x18\x02 \x03(\x0b\x32\x36.despina.service.v1.CompileRequest.SpecializationEntry\x12\x33\n\x07options\x18\x03 \x01(\x0b\x32\".despina.service.v1.CompileOptions\x12\x0e\n\x06target\x18\x04 \x01(\t\x1a\x35\n\x13SpecializationEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x89\x01\n\x0f\x43ompileResponse\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05\x63ubin\x18\x02 \x01(\x0c\x12\x0b\n\x03ptx\x18\x03 \x01(\t\x12\x15\n\rmetadata_json\x18\x04 \x01(\t\x12\x0e\n\x06\x64igest\x18\x05 \x01(\t\x12&\n\x04tier\x18\x06 \x01(\x0e\x32\x18.despina.service.v1.Tier\"0\n\x12GetArtifactRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05stage\x18\x02 \x01(\t\"4\n\x08\x41rtifact\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05stage\x18\x02 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"4\n\x06\x42uffer\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\r\n\x05\x64type\x18\x02 \x01(\t\x12\r\n\x05shape\x18\x03 \x03(\x04\"m\n\x08\x41rgument\x12,\n\x06\x62uffer\x18\x01 \x01(\x0b\x32\x1a.despina.service.v1.BufferH\x00\x12\x13\n\tint_value\x18\x02 \x01(\x12H\x00\x12\x15\n\x0b\x66loat_value\x18\x03 \x01(\x01H\x00\x42\x07\n\x05value\"~\n\x0e\x45xecuteRequest\x12\x32\n\x06kernel\x18\x01 \x01(\x0b\x32\".despina.service.v1.CompileRequest\x12\x0c\n\x04grid\x18\x02 \x03(\r\x12*\n\x04\x61rgs\x18\x03 \x03(\x0b\x32\x1c.despina.service.v1.Argument\">\n\x0f\x45xecuteResponse\x12+\n\x07\x62uffers\x18\x01 \x03(\x0b\x32\x1a.despina.service.v1.Buffer\"\x0e\n\x0cStatsRequest\"\xc5\x02\n\rStatsResponse\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x10\n\x08requests\x18\x02 \x01(\x04\x12\x39\n\x04hits\x18\x03 \x03(\x0b\x32+.despina.service.v1.StatsResponse.HitsEntry\x12\x10\n\x08\x63ompiles\x18\x04 \x01(\x04\x12\x16\n\x0e\x63ompile_errors\x18\x05 \x01(\x04\x12\x11\n\tin_flight\x18\x06 \x01(\r\x12\x0f\n\x07workers\x18\x07 \x01(\r\x12\x16\n\x0ememory_entries\x18\x08 \x01(\x04\x12\x14\n\x0cmemory_bytes\x18\t \x01(\x04\x12\x17\n\x0fredis_connected\x18\n \x01(\x08\x12\x14\n\x0credis_errors\x18\x0b \x01(\x04\x1a+\n\tHitsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01*A\n\x04Tier\x12\x14\n\x10TIER_UNSPECIFIED\x10\x00\x12\n\n\x06MEMORY\x10\x01\x12\t\n\x05REDIS\x10\x02\x12\x0c\n\x08\x43OMPILED\x10\x03\x32\xd5\x02\n\x08\x43ompiler\x12R\n\x07\x43ompile\x12\".despina.service.v1.CompileRequest\x1a#.despina.service.v1.CompileResponse\x12S\n\x0bGetArtifact\x12&.despina.service.v1.GetArtifactRequest\x1a\x1c.despina.service.v1.Artifact\x12R\n\x07\x45xecute\x12\".despina.service.v1.ExecuteRequest\x1a#.despina.service.v1.ExecuteResponse\x12L\n\x05Stats\x12 .despina.service.v1.StatsRequest\x1a!.despina.service.v1.StatsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1b\x64\x65spina/proto/service.proto\x12\x12\x64\x65spina.service.v1\"F\n\x0e\x43ompileOptions\x12\x11\n\tnum_warps\x18\x01 \x01(\r\x12\x12\n\nnum_stages\x18\x02 \x01(\r\x12\r\n\x05\x64\x65\x62ug\x18\x03 \x01(\x08\"\x80\x02\n\x0e\x43ompileRequest\x12\n\n\x02ir\x18\x01 \x01(\x0c\x12N\n\x0especialization\x18\x02 \x03(\x0b\x32\x36.despina.service.v1.CompileRequest.SpecializationEntry\x12\x33\n\x07options\x18\x03 \x01(\x0b\x32\".despina.service.v1.CompileOptions\x12\x0e\n\x06target\x18\x04 \x01(\t\x12\x16\n\x0e\x64river_version\x18\x05 \x01(\r\x1a\x35\n\x13SpecializationEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xc0\x01\n\x0f\x43ompileResponse\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05\x63ubin\x18\x02 \x01(\x0c\x12\x0b\n\x03ptx\x18\x03 \x01(\t\x12\x15\n\rmetadata_json\x18\x04 \x01(\t\x12\x0e\n\x06\x64igest\x18\x05 \x01(\t\x12&\n\x04tier\x18\x06 \x01(\x0e\x32\x18.despina.service.v1.Tier\x12\x35\n\x0cimage_format\x18\x07 \x01(\x0e\x32\x1f.despina.service.v1.ImageFormat\"0\n\x12GetArtifactRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05stage\x18\x02 \x01(\t\"4\n\x08\x41rtifact\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05stage\x18\x02 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"4\n\x06\x42uffer\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\r\n\x05\x64type\x18\x02 \x01(\t\x12\r\n\x05shape\x18\x03 \x03(\x04\"m\n\x08\x41rgument\x12,\n\x06\x62uffer\x18\x01 \x01(\x0b\x32\x1a.despina.service.v1.BufferH\x00\x12\x13\n\tint_value\x18\x02 \x01(\x12H\x00\x12\x15\n\x0b\x66loat_value\x18\x03 \x01(\x01H\x00\x42\x07\n\x05value\"~\n\x0e\x45xecuteRequest\x12\x32\n\x06kernel\x18\x01 \x01(\x0b\x32\".despina.service.v1.CompileRequest\x12\x0c\n\x04grid\x18\x02 \x03(\r\x12*\n\x04\x61rgs\x18\x03 \x03(\x0b\x32\x1c.despina.service.v1.Argument\">\n\x0f\x45xecuteResponse\x12+\n\x07\x62uffers\x18\x01 \x03(\x0b\x32\x1a.despina.service.v1.Buffer\"\x0e\n\x0cStatsRequest\"\xef\x02\n\rStatsResponse\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x10\n\x08requests\x18\x02 \x01(\x04\x12\x39\n\x04hits\x18\x03 \x03(\x0b\x32+.despina.service.v1.StatsResponse.HitsEntry\x12\x10\n\x08\x63ompiles\x18\x04 \x01(\x04\x12\x16\n\x0e\x63ompile_errors\x18\x05 \x01(\x04\x12\x11\n\tin_flight\x18\x06 \x01(\r\x12\x0f\n\x07workers\x18\x07 \x01(\r\x12\x16\n\x0ememory_entries\x18\x08 \x01(\x04\x12\x14\n\x0cmemory_bytes\x18\t \x01(\x04\x12\x17\n\x0fredis_connected\x18\n \x01(\x08\x12\x14\n\x0credis_errors\x18\x0b \x01(\x04\x12\x14\n\x0c\x64isk_entries\x18\x0c \x01(\x04\x12\x12\n\ndisk_bytes\x18\r \x01(\x04\x1a+\n\tHitsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01*K\n\x04Tier\x12\x14\n\x10TIER_UNSPECIFIED\x10\x00\x12\n\n\x06MEMORY\x10\x01\x12\t\n\x05REDIS\x10\x02\x12\x0c\n\x08\x43OMPILED\x10\x03\x12\x08\n\x04\x44ISK\x10\x04*?\n\x0bImageFormat\x12\x1c\n\x18IMAGE_FORMAT_UNSPECIFIED\x10\x00\x12\t\n\x05\x43UBIN\x10\x01\x12\x07\n\x03PTX\x10\x02\x32\xd5\x02\n\x08\x43ompiler\x12R\n\x07\x43ompile\x12\".despina.service.v1.CompileRequest\x1a#.despina.service.v1.CompileResponse\x12S\n\x0bGetArtifact\x12&.despina.service.v1.GetArtifactRequest\x1a\x1c.despina.service.v1.Artifact\x12R\n\x07\x45xecute\x12\".despina.service.v1.ExecuteRequest\x1a#.despina.service.v1.ExecuteResponse\x12L\n\x05Stats\x12 .despina.service.v1.StatsRequest\x1a!.despina.service.v1.StatsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -25,34 +25,36 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_COMPILEREQUEST_SPECIALIZATIONENTRY']._serialized_options = b'8\001'
   _globals['_STATSRESPONSE_HITSENTRY']._loaded_options = None
   _globals['_STATSRESPONSE_HITSENTRY']._serialized_options = b'8\001'
-  _globals['_TIER']._serialized_start=1303
-  _globals['_TIER']._serialized_end=1368
+  _globals['_TIER']._serialized_start=1424
+  _globals['_TIER']._serialized_end=1499
+  _globals['_IMAGEFORMAT']._serialized_start=1501
+  _globals['_IMAGEFORMAT']._serialized_end=1564
   _globals['_COMPILEOPTIONS']._serialized_start=51
   _globals['_COMPILEOPTIONS']._serialized_end=121
   _globals['_COMPILEREQUEST']._serialized_start=124
-  _globals['_COMPILEREQUEST']._serialized_end=356
-  _globals['_COMPILEREQUEST_SPECIALIZATIONENTRY']._serialized_start=303
-  _globals['_COMPILEREQUEST_SPECIALIZATIONENTRY']._serialized_end=356
-  _globals['_COMPILERESPONSE']._serialized_start=359
-  _globals['_COMPILERESPONSE']._serialized_end=496
-  _globals['_GETARTIFACTREQUEST']._serialized_start=498
-  _globals['_GETARTIFACTREQUEST']._serialized_end=546
-  _globals['_ARTIFACT']._serialized_start=548
-  _globals['_ARTIFACT']._serialized_end=600
-  _globals['_BUFFER']._serialized_start=602
-  _globals['_BUFFER']._serialized_end=654
-  _globals['_ARGUMENT']._serialized_start=656
-  _globals['_ARGUMENT']._serialized_end=765
-  _globals['_EXECUTEREQUEST']._serialized_start=767
-  _globals['_EXECUTEREQUEST']._serialized_end=893
-  _globals['_EXECUTERESPONSE']._serialized_start=895
-  _globals['_EXECUTERESPONSE']._serialized_end=957
-  _globals['_STATSREQUEST']._serialized_start=959
-  _globals['_STATSREQUEST']._serialized_end=973
-  _globals['_STATSRESPONSE']._serialized_start=976
-  _globals['_STATSRESPONSE']._serialized_end=1301
-  _globals['_STATSRESPONSE_HITSENTRY']._serialized_start=1258
-  _globals['_STATSRESPONSE_HITSENTRY']._serialized_end=1301
-  _globals['_COMPILER']._serialized_start=1371
-  _globals['_COMPILER']._serialized_end=1712
+  _globals['_COMPILEREQUEST']._serialized_end=380
+  _globals['_COMPILEREQUEST_SPECIALIZATIONENTRY']._serialized_start=327
+  _globals['_COMPILEREQUEST_SPECIALIZATIONENTRY']._serialized_end=380
+  _globals['_COMPILERESPONSE']._serialized_start=383
+  _globals['_COMPILERESPONSE']._serialized_end=575
+  _globals['_GETARTIFACTREQUEST']._serialized_start=577
+  _globals['_GETARTIFACTREQUEST']._serialized_end=625
+  _globals['_ARTIFACT']._serialized_start=627
+  _globals['_ARTIFACT']._serialized_end=679
+  _globals['_BUFFER']._serialized_start=681
+  _globals['_BUFFER']._serialized_end=733
+  _globals['_ARGUMENT']._serialized_start=735
+  _globals['_ARGUMENT']._serialized_end=844
+  _globals['_EXECUTEREQUEST']._serialized_start=846
+  _globals['_EXECUTEREQUEST']._serialized_end=972
+  _globals['_EXECUTERESPONSE']._serialized_start=974
+  _globals['_EXECUTERESPONSE']._serialized_end=1036
+  _globals['_STATSREQUEST']._serialized_start=1038
+  _globals['_STATSREQUEST']._serialized_end=1052
+  _globals['_STATSRESPONSE']._serialized_start=1055
+  _globals['_STATSRESPONSE']._serialized_end=1422
+  _globals['_STATSRESPONSE_HITSENTRY']._serialized_start=1379
+  _globals['_STATSRESPONSE_HITSENTRY']._serialized_end=1422
+  _globals['_COMPILER']._serialized_start=1567
+  _globals['_COMPILER']._serialized_end=1908
 # @@protoc_insertion_point(module_scope)

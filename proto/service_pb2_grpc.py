@@ -65,7 +65,8 @@ class CompilerServicer(object):
     """Missing associated documentation comment in .proto file."""
 
     def Compile(self, request, context):
-        """A cubin and PTX for the IR on the target, from the daemon's cache or freshly compiled.
+        """A cubin and PTX for the IR on the target, from the daemon's cache or freshly compiled; PTX
+        alone for a client whose driver is too old for the daemon's cubins.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -6,7 +6,10 @@ import os
 from dataclasses import dataclass
 
 MiB = 1 << 20
+GiB = 1 << 30
 DEFAULT_COMPILER = "despina.compiler.backends.nvptx:compile_module"
+# What the GPU worker of Execute runs: a function returning an executor (server/gpu.py).
+DEFAULT_EXECUTOR = "despina.server.gpu:open_executor"
 
 
 @dataclass(frozen=True)
@@ -32,3 +35,26 @@ class ServiceConfig:
     poll_ms: int = 20
     max_ir_bytes: int = 8 * MiB
     max_request_bytes: int = 64 * MiB
+    # The disk tier's folder (None: no disk tier). `despina serve` turns it on by default, with
+    # `default_disk_dir()`; a bare ServiceConfig leaves it off so that services built in-process
+    # share no state through the user's home folder.
+    disk_dir: str | None = None
+    # Its bound: past it, the least recently used files are deleted.
+    disk_bytes: int = 10 * GiB
+    # Link a PTX answer whose .version was lowered with the daemon's nvJitLink first (when it has
+    # one), so that a kernel using an instruction newer than that version is refused here, with
+    # ptxas' message, rather than by the client's driver at load time.
+    verify_ptx: bool = True
+    # Execute: seconds one kernel run may take in the GPU worker (load, copies, the kernel, copies
+    # back) before the daemon kills that worker and answers DEADLINE_EXCEEDED.
+    execute_timeout_s: float = 30.0
+    # Execute's GPU worker entry point, "module:function": called once in the worker, it opens the
+    # device and returns an object with `.info` and `.run(job)` (server/gpu.py; tests swap in fakes).
+    executor: str = DEFAULT_EXECUTOR
+
+
+def default_disk_dir() -> str:
+    """$DESPINA_CACHE_DIR/daemon, or ~/.cache/despina/daemon: beside the client's own disk cache."""
+    from despina.runtime.cache import cache_dir
+
+    return str(cache_dir() / "daemon")

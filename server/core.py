@@ -3,19 +3,27 @@
     service = CompileService(ServiceConfig(redis_url="redis://localhost:6379/0"))
     await service.start()
     response = await service.compile(CompileRequest(ir=encode(module), target="sm_90"))
-    response.tier   # "memory", "redis" or "compiled"
+    response.tier   # "memory", "disk", "redis" or "compiled"
 
-A compile request goes: size limits -> options -> cache key -> memory LRU -> Redis -> the IR
-decoded and verified as untrusted input -> a lease in Redis (single-flight across daemons) -> a
-compile worker. Failures are `errors.ServiceError`s, which the transports map to status codes.
+A compile request goes: size limits -> options -> cache key -> memory LRU -> disk -> Redis -> the
+IR decoded and verified as untrusted input -> a lease in Redis (single-flight across daemons) -> a
+compile worker; what a lower tier answers fills the tiers above it. The answer is the cubin, or,
+for a client whose CUDA driver is older than the toolchain, PTX it can JIT (images.py), both from
+the same cached kernel. Failures are `errors.ServiceError`s, which the transports map to status codes.
+
+An execute request is checked (sizes, grid, the arguments against the kernel's signature), compiled
+the same way for the GPU of the daemon's GPU worker, and run there (execute.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import hashlib
 import logging
 import re
 import uuid
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,19 +31,32 @@ from typing import Any
 from despina.compiler.ir.codec import IRDecodeError, decode
 from despina.compiler.ir.verifier import VerificationError, verify
 
-from . import execute
+from . import execute, images
 from .cache import STAGES, Entry, MemoryCache
+from .cache.disk import DiskTier
 from .cache.redis_tier import RedisTier
-from .config import ServiceConfig
-from .errors import DeadlineExceeded, InvalidArgument, NotFound, ResourceExhausted, ServiceError, Unimplemented
+from .config import DEFAULT_EXECUTOR, ServiceConfig
+from .errors import (
+    DeadlineExceeded,
+    FailedPrecondition,
+    Internal,
+    InvalidArgument,
+    NotFound,
+    ResourceExhausted,
+    ServiceError,
+)
+from .execute import Argument, Buffer, Signature
 from .keys import compile_key, is_key, toolchain
-from .metrics import Metrics
+from .metrics import TIERS, Metrics
 from .workers import CompilePool
 
 log = logging.getLogger("despina.server")
 TARGET = re.compile(r"sm_[0-9]{2,3}[a-z]?")
 MAX_SPECIALIZATION = 256
 WARPS = (1, 2, 4, 8, 16, 32)
+MAX_DRIVER_VERSION = 999_990
+PTX_CHECKS = 4096
+SIGNATURES = 1024
 
 
 @dataclass(frozen=True)
@@ -46,23 +67,48 @@ class CompileRequest:
     num_stages: int = 3
     debug: bool = False
     specialization: Mapping[str, str] = field(default_factory=dict)
+    # The client's CUDA driver (cuDriverGetVersion: 12080 is 12.8); 0 when unknown.
+    driver_version: int = 0
 
 
 @dataclass(frozen=True)
 class CompileResponse:
+    """`image_format` "cubin": `cubin` is what the client loads; "ptx": `ptx` is (its .version
+    lowered for the client's driver) and `cubin` is empty. `digest` is the SHA-256 of that image."""
+
     key: str
     cubin: bytes
     ptx: str
     metadata: dict[str, Any]
     digest: str
     tier: str
+    image_format: str = "cubin"
 
 
 @dataclass(frozen=True)
 class ExecuteRequest:
+    """Run `kernel` on the daemon's GPU over `grid` with `args` (Buffer, int or float; None for an
+    argument that set none). An empty `kernel.target` means the daemon's GPU; `kernel.driver_version`
+    is ignored (the daemon's own driver loads the kernel)."""
+
     kernel: CompileRequest
     grid: tuple[int, ...]
-    buffers_nbytes: int
+    args: tuple[Argument, ...] = ()
+
+    @property
+    def buffers_nbytes(self) -> int:
+        return execute.buffers_nbytes(self.args)
+
+
+@dataclass(frozen=True)
+class ExecuteResponse:
+    """Every buffer argument after the kernel ran, in argument order; the kernel's cache key, the tier
+    that answered its compile, and the kernel's time on the GPU."""
+
+    buffers: list[Buffer]
+    key: str
+    tier: str
+    seconds: float
 
 
 class CompileService:
@@ -70,21 +116,39 @@ class CompileService:
         self.config = config
         self.metrics = metrics or Metrics()
         self.memory = MemoryCache(config.memory_entries, config.memory_bytes)
+        self.disk: DiskTier | None = None
+        if config.disk_dir:
+            self.disk = DiskTier(config.disk_dir, config.disk_bytes, self.metrics, in_use=self.memory.__contains__)
         self.redis: RedisTier | None = None
         if config.redis_url:
             self.redis = RedisTier(config.redis_url, self.metrics, config.redis_ttl_s, config.redis_timeout_s,
                                    config.redis_retry_s, config.lease_ms)
         self.pool = CompilePool(config.workers, config.compiler, config.compile_timeout_s, self.metrics)
+        # Execute's GPU worker, started by the first Execute. The host check (no /dev/nvidiactl, no
+        # cuda-bindings) is for the real executor; a test's executor decides for itself.
+        precheck = execute.host_unavailable_reason if config.executor == DEFAULT_EXECUTOR else None
+        self.gpu = execute.GpuRunner(config.executor, config.execute_timeout_s, self.metrics, precheck)
+        self._signatures: OrderedDict[str, Signature] = OrderedDict()
         self.toolchain = toolchain(config.compiler)
         self.owner = uuid.uuid4().hex
         self._flights: dict[str, asyncio.Future[tuple[Entry, str]]] = {}
+        # nvJitLink's verdict on lowered PTX, by (key, ISA version): None when it links, else its log.
+        self._ptx_checks: OrderedDict[tuple[str, images.Version], str | None] = OrderedDict()
+        self._nvjitlink = config.verify_ptx
 
     async def start(self) -> None:
         await self.pool.start()
+        await asyncio.to_thread(images.nvjitlink_release)  # imported here, not on the first old-driver request
+        if self.disk is not None:
+            await asyncio.to_thread(self.disk.scan)
+            log.info("disk cache %s: %d kernels, %.1f MiB (bound %.1f MiB)", self.disk.directory, self.disk.entries,
+                     self.disk.nbytes / 2**20, self.disk.max_bytes / 2**20)
         if self.redis is not None and not await self.redis.ping():
-            log.warning("Redis at %s is not reachable; starting on the memory tier alone", self.config.redis_url)
+            log.warning("Redis at %s is not reachable; starting on the %s alone", self.config.redis_url,
+                        "memory and disk tiers" if self.disk is not None else "memory tier")
 
     async def close(self) -> None:
+        await self.gpu.close()
         await self.pool.close()
         if self.redis is not None:
             await self.redis.close()
@@ -111,13 +175,17 @@ class CompileService:
             raise InvalidArgument(f"num_warps must be one of {WARPS}, got {req.num_warps}")
         if not 1 <= req.num_stages <= 16:
             raise InvalidArgument(f"num_stages must be in [1, 16], got {req.num_stages}")
+        if not 0 <= req.driver_version <= MAX_DRIVER_VERSION:
+            raise InvalidArgument(f"driver_version must be cuDriverGetVersion's number (12080 for CUDA 12.8) or 0,"
+                                  f" got {req.driver_version}")
         spec = req.specialization
         if len(spec) > MAX_SPECIALIZATION or any(len(k) + len(v) > 1024 for k, v in spec.items()):
             raise InvalidArgument(f"specialization is limited to {MAX_SPECIALIZATION} entries of 1 KiB")
         return compile_key(req.ir, req.target, req.num_warps, req.num_stages, req.debug, spec, self.toolchain)
 
     async def compile(self, req: CompileRequest) -> CompileResponse:
-        """A cubin and PTX for the request, and the tier that answered."""
+        """A cubin and PTX for the request (PTX alone for a driver older than the toolchain), and the
+        tier that answered."""
         self._count("compile")
         try:
             key = self.key_of(req)
@@ -125,10 +193,60 @@ class CompileService:
             tier = "memory"
             if entry is None:
                 entry, tier = await self._shared(key, req)
+            response = await self._respond(entry, tier, req.driver_version)
         except ServiceError as e:
             raise self._failed(e) from None
         self.metrics.answers.labels(tier).inc()
-        return CompileResponse(key, entry.cubin, entry.ptx, entry.metadata, entry.digest, tier)
+        self.metrics.images.labels(response.image_format).inc()
+        return response
+
+    # ---- the image: a cubin, or PTX for an older driver -----------------------------------------
+
+    def toolchain_release(self, entry: Entry) -> images.Version | None:
+        """The nvJitLink release that linked `entry`'s cubin: the backend records it in the metadata; for
+        a backend that does not, the daemon's own nvJitLink."""
+        return images.parse_release(entry.metadata.get("nvjitlink_version")) or images.nvjitlink_release()
+
+    async def _respond(self, entry: Entry, tier: str, driver_version: int) -> CompileResponse:
+        toolchain = self.toolchain_release(entry) if driver_version else None
+        image = images.choose(entry.ptx, driver_version, toolchain)
+        if image.format == "cubin":
+            return CompileResponse(entry.key, entry.cubin, entry.ptx, entry.metadata, entry.digest, tier)
+        assert image.version is not None and toolchain is not None
+        if image.lowered:
+            error = await self._check_ptx(entry.key, image)
+            if error:
+                first = next((line for line in error.splitlines() if "error" in line), error.splitlines()[0])
+                driver = images.show(images.driver_release(driver_version))
+                raise FailedPrecondition(
+                    f"the client's CUDA driver {driver} is too old for this kernel: the daemon's toolchain (nvJitLink "
+                    f"{images.show(toolchain)}) makes cubins for CUDA drivers {images.show(toolchain)} and newer, and the"
+                    f" kernel's PTX uses more than PTX ISA {images.show(image.version)}, the newest that driver JITs "
+                    f"(nvJitLink: {first.strip()}). Update the driver to CUDA {images.show(toolchain)} or newer")
+        metadata = dict(entry.metadata, image_format="ptx", ptx_version=images.show(image.version),
+                        driver_version=driver_version)
+        digest = hashlib.sha256(image.ptx.encode()).hexdigest()
+        return CompileResponse(entry.key, b"", image.ptx, metadata, digest, tier, "ptx")
+
+    async def _check_ptx(self, key: str, image: images.Image) -> str | None:
+        """nvJitLink's error log for the lowered PTX, None when it links (or when this daemon cannot tell)."""
+        assert image.version is not None
+        # Without nvJitLink here, the static checks (images.FEATURES) stand alone.
+        if not self._nvjitlink or images.nvjitlink_release() is None:
+            return None
+        check = (key, image.version)
+        if check in self._ptx_checks:
+            self._ptx_checks.move_to_end(check)
+            return self._ptx_checks[check]
+        try:
+            error = await asyncio.to_thread(images.check_with_nvjitlink, image.ptx)
+        except Exception as e:  # nvJitLink could not try (a target it does not know): not the kernel's fault
+            log.warning("lowered PTX of %s not checked with nvJitLink: %s: %s", key, type(e).__name__, e)
+            return None
+        self._ptx_checks[check] = error
+        if len(self._ptx_checks) > PTX_CHECKS:
+            self._ptx_checks.popitem(last=False)
+        return error
 
     async def _shared(self, key: str, req: CompileRequest) -> tuple[Entry, str]:
         # Requests for a key this daemon is already fetching or compiling wait on that one.
@@ -148,14 +266,42 @@ class CompileService:
         finally:
             del self._flights[key]
 
+    async def _disk_get(self, key: str) -> Entry | None:
+        if self.disk is None:
+            return None
+        try:
+            return await asyncio.to_thread(self.disk.get, key)
+        except Exception as e:  # the disk tier fails open, like Redis
+            log.warning("disk cache read of %s failed: %s: %s", key, type(e).__name__, e)
+            self.metrics.disk_errors.labels("read").inc()
+            return None
+
+    async def _disk_put(self, entry: Entry) -> None:
+        if self.disk is None:
+            return
+        try:
+            await asyncio.to_thread(self.disk.put, entry)
+        except Exception as e:
+            log.warning("disk cache write of %s failed: %s: %s", entry.key, type(e).__name__, e)
+            self.metrics.disk_errors.labels("write").inc()
+
+    async def _found(self, entry: Entry, disk: bool = True) -> Entry:
+        """An entry a lower tier answered, kept in the tiers above it."""
+        self.memory.put(entry)
+        if disk:
+            await self._disk_put(entry)
+        return entry
+
     async def _fetch_or_compile(self, key: str, req: CompileRequest) -> tuple[Entry, str]:
+        entry = await self._disk_get(key)
+        if entry is not None:
+            return await self._found(entry, disk=False), "disk"
         verified = False
         while True:
             if self.redis is not None:
                 entry = await self.redis.get(key)
                 if entry is not None:
-                    self.memory.put(entry)
-                    return entry, "redis"
+                    return await self._found(entry), "redis"
             # Only a compile needs the IR to be sound: a hit returns what was built from these
             # exact bytes (the key covers them), which were verified before that compile.
             if not verified:
@@ -165,8 +311,7 @@ class CompileService:
             if lease is False and self.redis is not None:
                 waited = await self.redis.wait(key, self.config.poll_ms / 1000)
                 if isinstance(waited, Entry):
-                    self.memory.put(waited)
-                    return waited, "redis"
+                    return await self._found(waited), "redis"
                 if isinstance(waited, str):
                     raise InvalidArgument(waited)
                 continue  # the lease expired without an entry, or Redis failed: try again
@@ -187,6 +332,7 @@ class CompileService:
             entry = await self._compile(key, req)
             if self.redis is not None:
                 await self.redis.put(entry)  # before the lease goes, so that its waiters find the entry
+            await self._disk_put(entry)
             return entry
         except (InvalidArgument, DeadlineExceeded) as e:
             if leased and self.redis is not None:
@@ -225,14 +371,18 @@ class CompileService:
     # ---- artifacts and listings ---------------------------------------------------------------
 
     async def entry(self, key: str) -> Entry:
-        """The cached kernel for `key` (memory, then Redis); `NotFound` when neither has it."""
+        """The cached kernel for `key` (memory, then disk, then Redis); `NotFound` when none has it."""
         if not is_key(key):
             raise self._failed(InvalidArgument(f"{key[:80]!r} is not a cache key (64 lowercase hex digits)"))
         entry = self.memory.get(key)
+        if entry is None:
+            entry = await self._disk_get(key)
+            if entry is not None:
+                self.memory.put(entry)
         if entry is None and self.redis is not None:
             entry = await self.redis.get(key)
             if entry is not None:
-                self.memory.put(entry)
+                await self._found(entry)
         if entry is None:
             raise self._failed(NotFound(f"no kernel with key {key} in this daemon's cache"))
         return entry
@@ -253,22 +403,63 @@ class CompileService:
 
     # ---- Execute and Stats --------------------------------------------------------------------
 
-    async def execute(self, req: ExecuteRequest) -> list[bytes]:
-        """Run the kernel on this host's GPU; see execute.py for the design."""
+    async def execute(self, req: ExecuteRequest) -> ExecuteResponse:
+        """Run the kernel on this host's GPU with the request's buffers; see execute.py for the design.
+
+        The request is checked first (sizes, grid, options, the arguments against the kernel's
+        signature), then the GPU worker is asked for its device (Unimplemented on a host without
+        one), then the kernel is compiled for that device through the tiers, as Compile does."""
         self._count("execute")
-        if req.buffers_nbytes + len(req.kernel.ir) > self.config.max_request_bytes:
-            raise self._failed(ResourceExhausted(f"the request's buffers and IR hold {req.buffers_nbytes + len(req.kernel.ir)}"
-                                                 f" bytes; this daemon accepts at most {self.config.max_request_bytes}"))
-        if not 1 <= len(req.grid) <= 3 or any(g < 1 for g in req.grid):
-            raise self._failed(InvalidArgument(f"grid must be 1 to 3 positive numbers, got {list(req.grid)}"))
-        raise self._failed(Unimplemented(execute.unavailable_reason()))
+        try:
+            total = req.buffers_nbytes + len(req.kernel.ir)
+            if total > self.config.max_request_bytes:
+                raise ResourceExhausted(f"the request's buffers and IR hold {total} bytes; this daemon accepts at most "
+                                        f"{self.config.max_request_bytes} (despina serve --max-request-bytes)")
+            grid = execute.check_grid(req.grid)
+            kernel = dataclasses.replace(req.kernel, driver_version=0)
+            key = self.key_of(dataclasses.replace(kernel, target=kernel.target or "sm_90"))  # sizes and options
+            sig = await self._signature(key, kernel.ir)
+            values = execute.launch_values(sig, req.args)
+            device = await self.gpu.device()
+            kernel = dataclasses.replace(kernel, target=kernel.target or str(device["target"]),
+                                         driver_version=int(device.get("driver_version") or 0))
+            key = self.key_of(kernel)
+            entry = self.memory.get(key)
+            tier = "memory"
+            if entry is None:
+                entry, tier = await self._shared(key, kernel)
+            self.metrics.answers.labels(tier).inc()
+            image = await self._respond(entry, tier, kernel.driver_version)
+            binary = image.ptx.encode() if image.image_format == "ptx" else image.cubin
+            work = execute.job(sig, key, binary, image.metadata, kernel.num_warps, grid, values)
+            result = await self.gpu.run(work)
+            sent = [a for a in req.args if isinstance(a, Buffer)]
+            back = result["buffers"]
+            if len(back) != len(sent) or any(len(b) != len(a.data) for b, a in zip(back, sent)):
+                raise Internal(f"the GPU worker sent back {len(back)} buffers of {[len(b) for b in back][:8]} bytes for "
+                               f"{len(sent)} of {[len(a.data) for a in sent][:8]}")
+            buffers = [Buffer(bytes(data), a.dtype, a.shape) for data, a in zip(back, sent)]
+        except ServiceError as e:
+            raise self._failed(e) from None
+        return ExecuteResponse(buffers, key, tier, float(result.get("seconds", 0.0)))
+
+    async def _signature(self, key: str, ir: bytes) -> Signature:
+        """The kernel's signature, decoded once per cache key."""
+        found = self._signatures.get(key)
+        if found is not None:
+            self._signatures.move_to_end(key)
+            return found
+        found = self._signatures[key] = await asyncio.to_thread(execute.signature, ir)
+        if len(self._signatures) > SIGNATURES:
+            self._signatures.popitem(last=False)
+        return found
 
     def stats(self) -> dict[str, Any]:
         m = self.metrics
         return {
             "requests": int(sum(m.value("despina_requests_total", method=x)
                                 for x in ("compile", "get_artifact", "list", "execute"))),
-            "hits": {t: int(m.value("despina_cache_answers_total", tier=t)) for t in ("memory", "redis", "compiled")},
+            "hits": {t: int(m.value("despina_cache_answers_total", tier=t)) for t in TIERS},
             "compiles": int(m.value("despina_compiles_total", outcome="ok")),
             "compile_errors": int(sum(m.value("despina_compiles_total", outcome=x) for x in ("error", "timeout", "crash"))),
             "in_flight": int(m.value("despina_compiles_in_flight")),
@@ -279,4 +470,6 @@ class CompileService:
             "redis_connected": self.redis is not None and self.redis.connected,
             "redis_errors": int(sum(s.value for mf in m.redis_errors.collect() for s in mf.samples
                                     if s.name.endswith("_total"))),
+            "disk_entries": self.disk.entries if self.disk is not None else 0,
+            "disk_bytes": self.disk.nbytes if self.disk is not None else 0,
         }

@@ -44,3 +44,15 @@ class Unimplemented(ServiceError):
 
 class Unavailable(ServiceError):
     code, http_status = "UNAVAILABLE", 503
+
+
+class FailedPrecondition(ServiceError):
+    """The request is sound but the caller's setup cannot use the answer (a CUDA driver too old)."""
+
+    code, http_status = "FAILED_PRECONDITION", 400
+
+
+class Aborted(ServiceError):
+    """The work started and was stopped: a kernel that faulted, or whose GPU worker died, on the daemon's GPU."""
+
+    code, http_status = "ABORTED", 409

@@ -22,6 +22,7 @@ from despina.proto import service_pb2 as pb
 from . import auth
 from .core import CompileRequest, CompileService, ExecuteRequest
 from .errors import InvalidArgument, ServiceError
+from .execute import Argument, Buffer
 
 log = logging.getLogger("despina.server.grpc")
 SERVICE = pb.DESCRIPTOR.services_by_name["Compiler"].full_name
@@ -37,10 +38,23 @@ def _parse(cls: type[M], data: bytes) -> M:
     return msg
 
 
-def to_core(req: Any) -> CompileRequest:
+def to_core(req: Any, default_target: str = "sm_90") -> CompileRequest:
     o = req.options
-    return CompileRequest(req.ir, req.target or "sm_90", o.num_warps or 4, o.num_stages or 3, o.debug,
-                          dict(req.specialization))
+    return CompileRequest(req.ir, req.target or default_target, o.num_warps or 4, o.num_stages or 3, o.debug,
+                          dict(req.specialization), req.driver_version)
+
+
+def argument(arg: Any) -> Argument:
+    """An Argument message as the core takes it (None when it sets no value)."""
+    which = arg.WhichOneof("value")
+    if which == "buffer":
+        b = arg.buffer
+        return Buffer(b.data, b.dtype, tuple(b.shape))
+    if which == "int_value":
+        return int(arg.int_value)
+    if which == "float_value":
+        return float(arg.float_value)
+    return None
 
 
 class Servicer:
@@ -62,7 +76,8 @@ class Servicer:
         async def run() -> Message:
             r = await self.service.compile(to_core(_parse(pb.CompileRequest, data)))
             return pb.CompileResponse(key=r.key, cubin=r.cubin, ptx=r.ptx, metadata_json=json.dumps(r.metadata),
-                                      digest=r.digest, tier=pb.Tier.Value(r.tier.upper()))
+                                      digest=r.digest, tier=pb.Tier.Value(r.tier.upper()),
+                                      image_format=pb.ImageFormat.Value(r.image_format.upper()))
 
         return await self._answer(context, run)
 
@@ -76,9 +91,10 @@ class Servicer:
     async def execute(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
         async def run() -> Message:
             req = _parse(pb.ExecuteRequest, data)
-            nbytes = sum(len(a.buffer.data) for a in req.args if a.HasField("buffer"))
-            await self.service.execute(ExecuteRequest(to_core(req.kernel), tuple(req.grid), nbytes))
-            return pb.ExecuteResponse()
+            # An empty target means the daemon's GPU.
+            kernel = to_core(req.kernel, default_target="")
+            r = await self.service.execute(ExecuteRequest(kernel, tuple(req.grid), tuple(map(argument, req.args))))
+            return pb.ExecuteResponse(buffers=[pb.Buffer(data=b.data, dtype=b.dtype, shape=b.shape) for b in r.buffers])
 
         return await self._answer(context, run)
 

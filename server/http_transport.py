@@ -1,6 +1,9 @@
 """The HTTP transport: a FastAPI app over `CompileService` (OpenAPI at /docs, Prometheus at /metrics).
 
-    POST /v1/compile               IR (base64) + options + target -> cubin (base64), PTX, metadata, tier
+    POST /v1/compile               IR (base64) + options + target [+ driver_version] -> cubin (base64), PTX,
+                                   metadata, tier, image_format (cubin, or ptx for an older driver)
+    POST /v1/execute               a kernel (as /v1/compile takes it), grid and arguments (buffers base64) -> every
+                                   buffer after the kernel ran on the daemon's GPU
     GET  /v1/kernels               recently used kernels: name, target, sizes, key
     GET  /v1/kernels/{key}         one kernel's metadata
     GET  /v1/kernels/{key}/{stage} ir, gpuir, llir, ptx, sass as text; cubin as bytes
@@ -21,8 +24,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import auth
 from .cache.entry import TEXT_STAGES
-from .core import CompileRequest, CompileService
+from .core import CompileRequest, CompileService, ExecuteRequest
 from .errors import InvalidArgument, ResourceExhausted, ServiceError
+from .execute import Argument, Buffer
 
 
 class Options(BaseModel):
@@ -36,15 +40,50 @@ class CompileBody(BaseModel):
     target: str = Field("sm_90", description="GPU architecture, e.g. sm_90.")
     options: Options = Options()
     specialization: dict[str, str] = Field(default_factory=dict)
+    driver_version: int = Field(0, ge=0, le=999_990, description=(
+        "The client's CUDA driver as cuDriverGetVersion reports it (12080 is CUDA 12.8); 0 when unknown. A driver "
+        "older than the daemon's toolchain gets PTX it can JIT instead of a cubin."))
 
 
 class CompileReply(BaseModel):
     key: str
-    tier: str = Field(description="memory, redis or compiled: the tier that answered.")
-    digest: str = Field(description="SHA-256 of the cubin.")
+    tier: str = Field(description="memory, disk, redis or compiled: the tier that answered.")
+    image_format: str = Field("cubin", description=(
+        "What the client loads: 'cubin', or 'ptx' (for a driver older than the toolchain; 'cubin' is then empty)."))
+    digest: str = Field(description="SHA-256 of the image: the cubin's bytes, or the PTX's UTF-8 bytes.")
     cubin: str = Field(description="The cubin, base64-encoded.")
     ptx: str
     metadata: dict[str, Any]
+
+
+class ExecuteKernel(CompileBody):
+    target: str = Field("", description="GPU architecture; empty (the default): the daemon's GPU.")
+    driver_version: int = Field(0, ge=0, le=999_990, description="Ignored: the daemon's own driver loads the kernel.")
+
+
+class BufferBody(BaseModel):
+    data: str = Field(description="The buffer's bytes, base64-encoded: exactly prod(shape) elements of dtype.")
+    dtype: str = Field(description="Element type as the IR names it: fp32, fp16, bf16, fp64, int8 ... int64, uint8 ... "
+                       "uint64, int1.")
+    shape: list[int] = Field(default_factory=list)
+
+
+class ArgumentBody(BaseModel):
+    """One of `buffer`, `int_value`, `float_value` (as proto/service.proto's Argument)."""
+
+    buffer: BufferBody | None = None
+    int_value: int | None = None
+    float_value: float | None = None
+
+
+class ExecuteBody(BaseModel):
+    kernel: ExecuteKernel
+    grid: list[int] = Field(description="Programs along each axis: 1 to 3 positive numbers.")
+    args: list[ArgumentBody] = Field(default_factory=list, description="The kernel's runtime arguments, in order.")
+
+
+class ExecuteReply(BaseModel):
+    buffers: list[BufferBody] = Field(description="Every buffer argument after the kernel ran, in argument order.")
 
 
 class KernelSummary(BaseModel):
@@ -68,7 +107,24 @@ class ErrorReply(BaseModel):
     error: ErrorDetail
 
 
-ERRORS: dict[int | str, dict[str, Any]] = {s: {"model": ErrorReply} for s in (400, 401, 404, 413, 500, 501, 504)}
+ERRORS: dict[int | str, dict[str, Any]] = {s: {"model": ErrorReply}
+                                           for s in (400, 401, 404, 409, 413, 500, 501, 503, 504)}
+
+
+def _base64(text: str, what: str) -> bytes:
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError) as e:
+        raise InvalidArgument(f"{what} is not base64: {e}") from None
+
+
+def _argument(i: int, a: ArgumentBody) -> Argument:
+    given = [v for v in (a.buffer, a.int_value, a.float_value) if v is not None]
+    if len(given) > 1:
+        raise InvalidArgument(f"argument {i} sets more than one of buffer, int_value and float_value")
+    if a.buffer is not None:
+        return Buffer(_base64(a.buffer.data, f"argument {i}'s buffer data"), a.buffer.dtype, tuple(a.buffer.shape))
+    return a.int_value if a.int_value is not None else a.float_value
 
 
 def _error(e: ServiceError) -> JSONResponse:
@@ -142,9 +198,20 @@ def create_app(service: CompileService, token: str | None = None) -> FastAPI:
         except (binascii.Error, ValueError) as e:
             raise InvalidArgument(f"'ir' is not base64: {e}") from None
         o = body.options
-        r = await service.compile(CompileRequest(ir, body.target, o.num_warps, o.num_stages, o.debug, body.specialization))
-        return CompileReply(key=r.key, tier=r.tier, digest=r.digest, cubin=base64.b64encode(r.cubin).decode(),
-                            ptx=r.ptx, metadata=r.metadata)
+        r = await service.compile(CompileRequest(ir, body.target, o.num_warps, o.num_stages, o.debug, body.specialization,
+                                                 body.driver_version))
+        return CompileReply(key=r.key, tier=r.tier, image_format=r.image_format, digest=r.digest,
+                            cubin=base64.b64encode(r.cubin).decode(), ptx=r.ptx, metadata=r.metadata)
+
+    @app.post("/v1/execute", response_model=ExecuteReply, responses=ERRORS)
+    async def execute(body: ExecuteBody) -> ExecuteReply:
+        k, o = body.kernel, body.kernel.options
+        kernel = CompileRequest(_base64(k.ir, "'kernel.ir'"), k.target, o.num_warps, o.num_stages, o.debug,
+                                k.specialization)
+        args = tuple(_argument(i, a) for i, a in enumerate(body.args))
+        r = await service.execute(ExecuteRequest(kernel, tuple(body.grid), args))
+        return ExecuteReply(buffers=[BufferBody(data=base64.b64encode(b.data).decode(), dtype=b.dtype, shape=list(b.shape))
+                                     for b in r.buffers])
 
     @app.get("/v1/kernels", response_model=list[KernelSummary], responses=ERRORS)
     async def kernels(limit: int = Query(100, ge=1, le=10_000)) -> list[dict[str, Any]]:

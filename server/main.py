@@ -10,7 +10,7 @@ import signal
 from collections.abc import Iterator
 from typing import Any
 
-from .config import DEFAULT_COMPILER, ServiceConfig
+from .config import DEFAULT_COMPILER, DEFAULT_EXECUTOR, ServiceConfig, default_disk_dir
 
 HELP = "run the compilation daemon (gRPC and HTTP)"
 log = logging.getLogger("despina.server")
@@ -22,6 +22,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--grpc-port", type=int, default=50051, help="gRPC port; 0 turns gRPC off (default: 50051)")
     p.add_argument("--http-port", type=int, default=8000, help="HTTP port; 0 turns HTTP off (default: 8000)")
     p.add_argument("--redis-url", default=None, help="shared cache, e.g. redis://HOST:6379/0 (default: none)")
+    p.add_argument("--cache-dir", default=None,
+                   help="the daemon's disk cache; '' turns it off (default: $DESPINA_CACHE_DIR/daemon or ~/.cache/despina/daemon)")
+    p.add_argument("--no-disk-cache", action="store_true", help="no disk cache: memory (and Redis) only")
+    p.add_argument("--cache-max-bytes", type=int, default=d.disk_bytes,
+                   help=f"bound of the disk cache; the least recently used kernels go first (default: {d.disk_bytes})")
     p.add_argument("--workers", type=int, default=d.workers, help=f"compile worker processes (default: {d.workers})")
     p.add_argument("--token-file", default=None, help="require 'Authorization: Bearer <token in this file>'")
     p.add_argument("--tls-cert", default=None, help="serve gRPC and HTTP over TLS with this certificate (PEM)")
@@ -31,17 +36,31 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-request-bytes", type=int, default=d.max_request_bytes, help="largest request accepted")
     p.add_argument("--redis-ttl", type=int, default=d.redis_ttl_s, help="seconds a Redis entry lives")
     p.add_argument("--compiler", default=DEFAULT_COMPILER, help="backend entry point, module:function")
+    p.add_argument("--execute-timeout-s", type=float, default=d.execute_timeout_s,
+                   help=f"seconds one Execute may run on the GPU before its worker is killed (default: {d.execute_timeout_s:g})")
+    p.add_argument("--executor", default=DEFAULT_EXECUTOR, help="Execute's GPU worker entry point, module:function")
     p.add_argument("--log-level", default="INFO")
 
 
-def run(args: argparse.Namespace) -> int:
+def config_from(args: argparse.Namespace) -> ServiceConfig:
     if bool(args.tls_cert) != bool(args.tls_key):
         raise SystemExit("despina serve: --tls-cert and --tls-key go together")
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    config = ServiceConfig(
+    if not args.execute_timeout_s > 0:
+        raise SystemExit("despina serve: --execute-timeout-s must be positive")
+    if args.cache_max_bytes < 1:
+        raise SystemExit("despina serve: --cache-max-bytes must be positive")
+    disk_dir = None if args.no_disk_cache or args.cache_dir == "" else (args.cache_dir or default_disk_dir())
+    return ServiceConfig(
         redis_url=args.redis_url, workers=args.workers, compile_timeout_s=args.compile_timeout, compiler=args.compiler,
         redis_ttl_s=args.redis_ttl, max_ir_bytes=args.max_ir_bytes, max_request_bytes=args.max_request_bytes,
+        disk_dir=disk_dir, disk_bytes=args.cache_max_bytes,
+        execute_timeout_s=args.execute_timeout_s, executor=args.executor,
     )
+
+
+def run(args: argparse.Namespace) -> int:
+    config = config_from(args)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     asyncio.run(serve(args, config))
     return 0
 
@@ -73,8 +92,9 @@ async def serve(args: argparse.Namespace, config: ServiceConfig) -> None:
             ssl_certfile=args.tls_cert, ssl_keyfile=args.tls_key, timeout_graceful_shutdown=3,
         ))
         http_task = asyncio.ensure_future(http_server.serve())
-    log.info("despina serve: gRPC on %s:%s, HTTP on %s:%s, Redis %s, %d workers%s", args.host, args.grpc_port or "-",
-             args.host, args.http_port or "-", config.redis_url or "off", config.workers, ", TLS" if tls else "")
+    log.info("despina serve: gRPC on %s:%s, HTTP on %s:%s, disk cache %s, Redis %s, %d workers%s", args.host,
+             args.grpc_port or "-", args.host, args.http_port or "-", config.disk_dir or "off", config.redis_url or "off",
+             config.workers, ", TLS" if tls else "")
     await stop.wait()
     log.info("shutting down")
     if http_server is not None:

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-TIERS = ("memory", "redis", "compiled")
+TIERS = ("memory", "disk", "redis", "compiled")
+IMAGE_FORMATS = ("cubin", "ptx")
 
 
 class Metrics:
@@ -25,10 +26,31 @@ class Metrics:
         self.errors = Counter("despina_errors", "Requests that failed, by status code.", ["code"], registry=r)
         self.redis_errors = Counter("despina_redis_errors", "Redis calls that failed (the daemon went on without Redis).", ["op"], registry=r)
         self.redis_up = Gauge("despina_redis_up", "1 while the last Redis call succeeded.", registry=r)
-        self.corrupt = Counter("despina_cache_corrupt", "Cache entries that failed their digest check and were dropped.", registry=r)
+        self.corrupt = Counter("despina_cache_corrupt", "Cache entries that failed their digest check and were dropped, by tier.",
+                               ["tier"], registry=r)
+        self.images = Counter("despina_images", "Compile answers by the image the client loads: a cubin, or PTX for a driver"
+                              " older than the toolchain.", ["format"], registry=r)
+        self.disk_entries = Gauge("despina_disk_entries", "Kernels in the disk tier.", registry=r)
+        self.disk_bytes = Gauge("despina_disk_bytes", "Bytes in the disk tier.", registry=r)
+        self.disk_evictions = Counter("despina_disk_evictions", "Disk-tier files deleted as least recently used.", registry=r)
+        self.disk_errors = Counter("despina_disk_errors", "Disk-tier reads or writes that failed (the daemon went on without them).",
+                                   ["op"], registry=r)
         self.workers_replaced = Counter("despina_workers_replaced", "Compile workers that crashed or timed out and were replaced.", registry=r)
+        self.executes = Counter("despina_executes", "Execute requests that reached the GPU worker, by outcome: ok, error (the"
+                                " launch refused, the worker alive), fault, timeout, crash.", ["outcome"], registry=r)
+        self.gpu_workers = Counter("despina_gpu_workers_started", "GPU worker processes started for Execute.", registry=r)
+        self.execute_seconds = Histogram(
+            "despina_execute_seconds", "Time of one kernel on the GPU (launch to synchronize).",
+            buckets=(1e-4, 1e-3, 0.01, 0.1, 1, 10, 60), registry=r,
+        )
         for tier in TIERS:
             self.answers.labels(tier)
+        for tier in ("disk", "redis"):
+            self.corrupt.labels(tier)
+        for image in IMAGE_FORMATS:
+            self.images.labels(image)
+        for outcome in ("ok", "error", "fault", "timeout", "crash"):
+            self.executes.labels(outcome)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -80,10 +80,14 @@ def _worker_main(conn: Connection, entry_point: str) -> None:
 
 
 class _Worker:
-    def __init__(self, entry_point: str) -> None:
+    """A spawned process running `main(conn, entry_point)` (a compile worker by default; execute.py's
+    GPU worker too), and the daemon's end of its pipe."""
+
+    def __init__(self, entry_point: str, main: Callable[[Connection, str], None] = _worker_main,
+                 name: str = "despina-compile") -> None:
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_worker_main, args=(child, entry_point), daemon=True, name="despina-compile")
+        self.process = ctx.Process(target=main, args=(child, entry_point), daemon=True, name=name)
         self.process.start()
         child.close()  # so that the worker's death reads as EOF here
 

@@ -17,6 +17,10 @@ class MemoryCache:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def __contains__(self, key: str) -> bool:
+        """Whether `key` is held, without making it more recently used."""
+        return key in self._entries
+
     def get(self, key: str) -> Entry | None:
         entry = self._entries.get(key)
         if entry is not None:

@@ -99,7 +99,7 @@ class RedisTier:
             return unpack(blob, key)
         except CorruptEntry as e:
             log.error("dropping corrupt Redis entry %s: %s", key, e)
-            self.metrics.corrupt.inc()
+            self.metrics.corrupt.labels("redis").inc()
             asyncio.ensure_future(self._call("delete", lambda: self.client.delete(PREFIX + "kernel:" + key)))
             return None
 

@@ -2,7 +2,9 @@
 
 The daemon tests run on CPU-only machines and need compilations that are fast, deterministic and
 steerable: module attributes make it sleep (`fake_sleep` seconds), fail (`fake_fail`) or kill its
-own worker process (`fake_crash`).
+own worker process (`fake_crash`), change the nvJitLink version it reports (`fake_nvjitlink`, "12.8"
+by default) or add a line to its PTX (`fake_ptx`). Its PTX is a valid empty kernel declaring
+`.version 8.7`, as the NVPTX backend's does.
 """
 
 from __future__ import annotations
@@ -34,7 +36,11 @@ def compile_module(module: Module, target: str = "sm_90", num_warps: int = 4, nu
     if module.attrs.get("fake_fail"):
         raise CompilationError("the fake backend refuses this kernel", name)
     text = print_module(module)
-    ptx = f"// fake PTX for {name} on {target}, {num_warps} warps\n.visible .entry {name}() {{ ret; }}\n"
+    extra = str(module.attrs.get("fake_ptx", ""))
+    ptx = (f"// fake PTX for {name} on {target}, {num_warps} warps\n.version 8.7\n.target {target}\n.address_size 64\n\n"
+           f".visible .entry {name}()\n{{\n{extra}\n\tret;\n}}\n")
     cubin = hashlib.sha256((text + target).encode()).digest() * 64
     asm = {"ir": text, "gpuir": text, "llir": f"; fake LLVM IR for {name}\n", "ptx": ptx, "cubin": cubin}
-    return FakeKernel(asm, {"name": name, "num_warps": num_warps, "shared": 0, "pid": os.getpid()})
+    metadata = {"name": name, "num_warps": num_warps, "shared": 0, "pid": os.getpid(), "ptx_version": "8.7",
+                "nvjitlink_version": str(module.attrs.get("fake_nvjitlink", "12.8"))}
+    return FakeKernel(asm, metadata)

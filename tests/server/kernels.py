@@ -12,10 +12,11 @@ from despina.compiler.ir.types import PointerType, float32, int32
 f32p = PointerType(float32)
 
 
-def vector_add(block: int = 1024, **attrs: Any) -> Module:
-    """out[i] = x[i] + y[i] for i < n; module `attrs` make distinct kernels (and steer the fake backend)."""
+def vector_add(block: int = 1024, name: str = "add_kernel", **attrs: Any) -> Module:
+    """out[i] = x[i] + y[i] for i < n; module `attrs` make distinct kernels (and steer the fake backend),
+    `name` names the kernel (and steers the fake GPU executor, fake_gpu.py)."""
     names = ["x", "y", "out", "n"]
-    fn = Function("add_kernel", Block([f32p, f32p, f32p, int32], names), names, kernel=True)
+    fn = Function(name, Block([f32p, f32p, f32p, int32], names), names, kernel=True)
     x, y, out, n = fn.args
     b = Builder(fn.body)
     start = b.value("mul", [b.value("program_id", axis=0), b.constant(block, int32)])
@@ -31,5 +32,5 @@ def vector_add(block: int = 1024, **attrs: Any) -> Module:
     return Module([fn], dict(attrs))
 
 
-def vector_add_ir(block: int = 1024, **attrs: Any) -> bytes:
-    return encode(vector_add(block, **attrs))
+def vector_add_ir(block: int = 1024, name: str = "add_kernel", **attrs: Any) -> bytes:
+    return encode(vector_add(block, name, **attrs))

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import pytest
 
 from despina.compiler.ir.codec import encode
+from despina.server import execute
 from despina.server.config import ServiceConfig
 from despina.server.core import CompileRequest, CompileService, ExecuteRequest
 from despina.server.errors import (
@@ -21,6 +22,7 @@ from despina.server.errors import (
     ResourceExhausted,
     Unimplemented,
 )
+from despina.server.execute import Buffer
 
 from .conftest import FAKE_COMPILER, RedisProcess, unique
 from .kernels import vector_add, vector_add_ir
@@ -133,16 +135,17 @@ def test_artifacts_and_listing() -> None:
     with_service(body)
 
 
+@pytest.mark.skipif(execute.host_unavailable_reason() is None, reason="this host has an NVIDIA GPU")
 def test_execute_without_gpu_is_unimplemented() -> None:
     async def body(service: CompileService) -> None:
-        req = ExecuteRequest(CompileRequest(vector_add_ir()), grid=(1,), buffers_nbytes=4096)
-        with pytest.raises(Unimplemented, match="GPU|runtime|not available"):
-            await service.execute(req)
-        big = ExecuteRequest(CompileRequest(vector_add_ir()), grid=(1,), buffers_nbytes=1 << 40)
+        ok = tuple(Buffer(b"\0" * 4096, "fp32", (1024,)) for _ in range(3)) + (1024,)
+        with pytest.raises(Unimplemented, match="GPU|cuda-bindings"):
+            await service.execute(ExecuteRequest(CompileRequest(vector_add_ir()), grid=(1,), args=ok))
+        big = (Buffer(b"\0" * (2 << 20), "fp32", (1 << 19,)),) + ok[1:]
         with pytest.raises(ResourceExhausted):
-            await service.execute(big)
+            await service.execute(ExecuteRequest(CompileRequest(vector_add_ir()), grid=(1,), args=big))
 
-    with_service(body)
+    with_service(body, max_request_bytes=1 << 20)
 
 
 def test_redis_down_fails_open(tmp_path: Any) -> None:
@@ -167,7 +170,7 @@ def test_corrupt_redis_entry_is_dropped_and_recompiled(shared_redis: RedisProces
 
     async def body(service: CompileService) -> tuple[str, float]:
         tier = (await service.compile(req)).tier
-        return tier, service.metrics.value("despina_cache_corrupt_total")
+        return tier, service.metrics.value("despina_cache_corrupt_total", tier="redis")
 
     assert with_service(body, redis_url=shared_redis.url) == ("compiled", 1.0)
     assert shared_redis.client().get(name) != bytes(blob)  # replaced by the recompiled entry

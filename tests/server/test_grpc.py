@@ -20,6 +20,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from despina.compiler.ir.codec import encode
 from despina.proto import service_pb2 as pb
 from despina.proto import service_pb2_grpc
+from despina.server import execute
 
 from .conftest import Daemon, RedisProcess, unique
 from .kernels import vector_add, vector_add_ir
@@ -81,9 +82,14 @@ def test_health_and_reflection(daemon: Daemon) -> None:
     assert {"despina.service.v1.Compiler", "grpc.health.v1.Health"} <= names
 
 
-def test_execute_is_unimplemented_without_gpu(daemon: Daemon) -> None:
+def test_execute_checks_the_request_then_needs_a_gpu(daemon: Daemon) -> None:
     req = pb.ExecuteRequest(kernel=pb.CompileRequest(ir=vector_add_ir()), grid=[1],
                             args=[pb.Argument(buffer=pb.Buffer(data=b"\0" * 64, dtype="fp32", shape=[16]))])
+    code, details = status_of(lambda: stub(daemon).Execute(req))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "takes 4 arguments" in details
+    if execute.host_unavailable_reason() is None:
+        return  # a GPU host: tests/gpu/test_execute.py runs kernels there
+    req.args.extend([req.args[0]] * 2 + [pb.Argument(int_value=16)])
     code, details = status_of(lambda: stub(daemon).Execute(req))
     assert code == grpc.StatusCode.UNIMPLEMENTED and "GPU" in details
 

@@ -55,7 +55,9 @@ def test_errors_are_json_with_a_code(daemon: Daemon) -> None:
         assert r.status_code == 400 and "target" in r.json()["error"]["message"]
         assert http.post("/v1/compile", json={"target": 3}).status_code == 422
         r = http.post("/v1/execute", json={})
-        assert r.status_code in (404, 405)
+        assert r.status_code == 422
+        r = http.post("/v1/execute", json={"kernel": body(vector_add_ir()), "grid": [0]})
+        assert r.status_code == 400 and "grid" in r.json()["error"]["message"]
 
 
 def test_token_and_limits(guarded: Daemon) -> None:  # noqa: F811
