@@ -70,7 +70,7 @@ def reshape(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
     sources = [(regs, ctx.layout(v)) for regs, v in zip(args, op.operands)]
     if op.name == "reshape" and numel(dst.shape) == 1:
         return [[args[0][0]] * dst.num_regs]
-    return [gather(ctx, ctx.elem(op.result), sources, dst, lambda idx: row_major(ctx, idx, dst.shape))]
+    return [gather(ctx, ctx.elem(op.result), sources, dst)]
 
 
 @lowering("trans")

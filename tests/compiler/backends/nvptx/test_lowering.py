@@ -3,6 +3,8 @@ here also links to a cubin for sm_80 and sm_90."""
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Callable
 
 import pytest
@@ -304,6 +306,17 @@ def test_matmul_k_loop_with_fma_dot() -> None:
         "CHECK: ld.global.v4.b32\nCHECK: st.shared\nCHECK: bar.sync\nCHECK: ld.shared\nCHECK: fma.rn.f32\nCHECK: bra",
     )
     assert k.metadata["shared"] == 32 * 16 * 4
+
+
+def test_dot_operands_move_through_shared_memory_as_128_bit_vectors() -> None:
+    # fp32, 4 warps, 32x16 A and 16x32 B: A's rows (dot_op<0>, k in the low register bits) and B's
+    # columns (dot_op<1>, n in register bits above k's) reach each thread as 16-byte vectors (4 of
+    # A and 16 of B a thread at least), and the operands' blocked registers go in as 16-byte
+    # vectors. The one scalar access left is the 1-D conversion of an index tile.
+    k = build(kernels.matmul())
+    accesses = Counter(re.findall(r"(?:ld|st)\.shared\S*", ptx(k)))
+    assert accesses["ld.shared.v4.b32"] >= 4 + 16 and accesses["st.shared.v4.b32"] >= 2
+    assert sum(n for name, n in accesses.items() if ".v4." not in name) <= 1, accesses
 
 
 def test_fp16_dot_accumulates_in_fp32() -> None:
