@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
+from . import libcuda
 from .errors import CudaUnavailableError, LaunchError, SharedMemoryError, driver_error
 
 _CU: ModuleType | None = None
@@ -72,14 +73,10 @@ def init() -> None:
 
 def version() -> int:
     """The CUDA driver's version as cuDriverGetVersion reports it (12080 for CUDA 12.8, 13000 for 13.0),
-    or 0 where there is none (no cuda-bindings or no libcuda: a compile-only host). Needs no cuInit."""
+    or 0 where there is none (no libcuda: a compile-only host). Needs no cuInit, nor cuda-bindings."""
     global _VERSION
     if _VERSION is None:
-        try:
-            code, number = cu().cuDriverGetVersion()
-            _VERSION = int(number) if not int(code) else 0
-        except Exception:  # cuda-bindings raises its own loader errors when libcuda is absent
-            _VERSION = 0
+        _VERSION = libcuda.driver_version()
     return _VERSION
 
 

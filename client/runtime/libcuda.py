@@ -115,3 +115,15 @@ def get() -> LibCuda:
                                        "needs an NVIDIA driver. Set DESPINA_INTERPRET=1 to run kernels in the "
                                        "interpreter instead") from None
     return _LIB
+
+
+def driver_version() -> int:
+    """cuDriverGetVersion straight from libcuda (12080 for CUDA 12.8), 0 where there is no driver: a
+    client that only asks a daemon for binaries learns it without importing cuda-bindings (~50 ms)."""
+    try:
+        lib = ctypes.CDLL(_LIBRARY)
+        number = ctypes.c_int(0)
+        code = lib.cuDriverGetVersion(ctypes.byref(number))
+    except (OSError, AttributeError):
+        return 0
+    return int(number.value) if code == 0 else 0
