@@ -149,12 +149,11 @@ def gather(
         ctx.barrier()
         if address is not None:
             return [load_elem(ctx, elem, address(ctx.index(dst, r)), buffer) for r in range(dst.num_regs)]
-        out: Regs = [None] * dst.num_regs  # type: ignore[list-item]
+        loaded: dict[int, ir.Value] = {}
         for group in vector_groups(dst, elem):
             values = load_elems(ctx, elem, row_major(ctx, ctx.index(dst, group[0]), dst.shape), len(group), buffer)
-            for r, value in zip(group, values):
-                out[r] = value
-        return out
+            loaded.update(zip(group, values))
+        return [loaded[r] for r in range(dst.num_regs)]
 
 
 def convert(ctx: Lowering, elem: ElemType, regs: Regs, src: LinearLayout, dst: LinearLayout) -> Regs:
