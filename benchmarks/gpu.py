@@ -4,7 +4,8 @@
 
 The kernels come from `kernels.py`, written for Triton; Despina runs the same file with only its
 imports changed. Every figure is timed by the same timer (`triton.testing.do_bench`, median) in
-the same process, so compare ratios, not absolute numbers.
+the same process, the columns of a row in alternating rounds (median of the rounds), so compare
+ratios, not absolute numbers.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import argparse
 import csv
 import importlib.util
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -24,6 +26,7 @@ from types import ModuleType
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+ROUNDS = 5  # alternating timed rounds per row (one with --quick)
 
 
 def load_kernels(flavor: str, workdir: Path) -> ModuleType:
@@ -47,11 +50,39 @@ def bench(fn: Callable[[], Any]) -> float:
     return float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
 
 
+def failure(exc: Exception) -> str:
+    """A failing cell's text: it is reported in the table, and the run goes on."""
+    return f"error: {type(exc).__name__}: {str(exc).splitlines()[0][:80] if str(exc) else ''}"
+
+
 def safe(fn: Callable[[], float]) -> float | str:
     try:
         return fn()
-    except Exception as exc:  # a failing cell is reported in the table, the run goes on
-        return f"error: {type(exc).__name__}: {str(exc).splitlines()[0][:80] if str(exc) else ''}"
+    except Exception as exc:
+        return failure(exc)
+
+
+Cell = tuple[Callable[[], Any], Callable[[], Any] | None]  # (the timed call, its check after one run)
+
+
+def side_by_side(cells: list[Cell], value: Callable[[float], float], rounds: int) -> list[float | str]:
+    """One row: each cell run and checked once, then timed in `rounds` alternating rounds (despina,
+    triton, torch, despina, ...) so that drift in the GPU's clocks hits every column alike; each
+    column's median round, through `value` (ms -> GB/s)."""
+    times: list[list[float] | str] = []
+    for run, check in cells:
+        try:
+            run()
+            if check is not None:
+                check()
+            times.append([])
+        except Exception as exc:
+            times.append(failure(exc))
+    for _ in range(rounds):
+        for (run, _), column in zip(cells, times):
+            if isinstance(column, list):
+                column.append(bench(run))
+    return [value(statistics.median(t)) if isinstance(t, list) else t for t in times]
 
 
 def vector_add(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
@@ -61,24 +92,15 @@ def vector_add(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
     for exp in range(12, 29, 4 if quick else 2):
         n = 1 << exp
         x, y = torch.rand(n, device="cuda"), torch.rand(n, device="cuda")
-        gbps = lambda ms: 3 * n * 4 / ms * 1e-6  # noqa: E731
-        row: list[Any] = [n]
+        cells: list[Cell] = []
         for name in ("despina", "triton"):
             out = torch.empty_like(x)
             k = kernels[name].add_kernel
             grid = ((n + 1023) // 1024,)
-
-            def run(k: Any = k, out: torch.Tensor = out) -> None:
-                k[grid](x, y, out, n, BLOCK_SIZE=1024)
-
-            def measure(run: Callable[[], None] = run, out: torch.Tensor = out) -> float:
-                run()
-                torch.testing.assert_close(out, x + y)
-                return gbps(bench(run))
-
-            row.append(safe(measure))
-        row.append(safe(lambda: gbps(bench(lambda: torch.add(x, y)))))
-        rows.append(row)
+            cells.append((lambda k=k, out=out: k[grid](x, y, out, n, BLOCK_SIZE=1024),
+                          lambda out=out: torch.testing.assert_close(out, x + y)))
+        cells.append((lambda: torch.add(x, y), None))
+        rows.append([n, *side_by_side(cells, lambda ms: 3 * n * 4 / ms * 1e-6, 1 if quick else ROUNDS)])
     return rows
 
 
@@ -94,23 +116,16 @@ def softmax(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
         M = 4096
         x = torch.randn(M, n_cols, device="cuda")
         block = 1 << (n_cols - 1).bit_length()
-        gbps = lambda ms: 2 * x.numel() * 4 / ms * 1e-6  # noqa: E731
-        row: list[Any] = [f"{M}x{n_cols}"]
+        cells: list[Cell] = []
         for name in ("despina", "triton"):
             out = torch.empty_like(x)
             k = kernels[name].softmax_kernel
-
-            def run(k: Any = k, out: torch.Tensor = out) -> None:
-                k[(M,)](out, x, x.stride(0), out.stride(0), n_cols, BLOCK_SIZE=block, num_warps=_warps(block))
-
-            def measure(run: Callable[[], None] = run, out: torch.Tensor = out) -> float:
-                run()
-                torch.testing.assert_close(out, torch.softmax(x, dim=1))
-                return gbps(bench(run))
-
-            row.append(safe(measure))
-        row.append(safe(lambda: gbps(bench(lambda: torch.softmax(x, dim=1)))))
-        rows.append(row)
+            cells.append((lambda k=k, out=out: k[(M,)](out, x, x.stride(0), out.stride(0), n_cols, BLOCK_SIZE=block,
+                                                      num_warps=_warps(block)),
+                          lambda out=out: torch.testing.assert_close(out, torch.softmax(x, dim=1))))
+        cells.append((lambda: torch.softmax(x, dim=1), None))
+        gbps = lambda ms: 2 * x.numel() * 4 / ms * 1e-6  # noqa: E731
+        rows.append([f"{M}x{n_cols}", *side_by_side(cells, gbps, 1 if quick else ROUNDS)])
     return rows
 
 
@@ -124,24 +139,17 @@ def layer_norm(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
         w = torch.rand(n, device="cuda", dtype=torch.float16)
         b = torch.rand(n, device="cuda", dtype=torch.float16)
         block = 1 << (n - 1).bit_length()
-        gbps = lambda ms: (2 * x.numel() + 2 * n) * 2 / ms * 1e-6  # noqa: E731
         ref = torch.nn.functional.layer_norm(x, (n,), w, b, 1e-5)
-        row: list[Any] = [f"{M}x{n}"]
+        cells: list[Cell] = []
         for name in ("despina", "triton"):
             y = torch.empty_like(x)
             k = kernels[name].layer_norm_kernel
-
-            def run(k: Any = k, y: torch.Tensor = y) -> None:
-                k[(M,)](x, y, w, b, x.stride(0), n, 1e-5, BLOCK_SIZE=block, num_warps=_warps(block))
-
-            def measure(run: Callable[[], None] = run, y: torch.Tensor = y) -> float:
-                run()
-                torch.testing.assert_close(y, ref, atol=2e-2, rtol=2e-2)
-                return gbps(bench(run))
-
-            row.append(safe(measure))
-        row.append(safe(lambda: gbps(bench(lambda: torch.nn.functional.layer_norm(x, (n,), w, b, 1e-5)))))
-        rows.append(row)
+            cells.append((lambda k=k, y=y: k[(M,)](x, y, w, b, x.stride(0), n, 1e-5, BLOCK_SIZE=block,
+                                                  num_warps=_warps(block)),
+                          lambda y=y: torch.testing.assert_close(y, ref, atol=2e-2, rtol=2e-2)))
+        cells.append((lambda: torch.nn.functional.layer_norm(x, (n,), w, b, 1e-5), None))
+        gbps = lambda ms: (2 * x.numel() + 2 * n) * 2 / ms * 1e-6  # noqa: E731
+        rows.append([f"{M}x{n}", *side_by_side(cells, gbps, 1 if quick else ROUNDS)])
     return rows
 
 
