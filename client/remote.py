@@ -291,11 +291,10 @@ class _Http:
                         raise ServerUnavailable("UNAVAILABLE", f"{type(e).__name__}: {e}") from None
             raise AssertionError("unreachable")
 
-    def compile(self, ir: bytes, options: dict[str, Any], target: str, spec: dict[str, str],
-                driver_version: int = 0) -> RemoteKernel:
-        body = {"ir": base64.b64encode(ir).decode(), "target": target, "options": options, "specialization": spec,
-                "driver_version": driver_version}
-        status, data = self._post("/v1/compile", json.dumps(body).encode())
+    def _call(self, path: str, body: dict[str, Any]) -> Any:
+        """POST `body` as JSON to `path`: the JSON reply, or the daemon's error (`{"error": {code,
+        message}}`, else the status and the start of the body) raised."""
+        status, data = self._post(path, json.dumps(body).encode())
         try:
             reply = json.loads(data)
         except ValueError:
@@ -304,6 +303,13 @@ class _Http:
             error = reply.get("error") if isinstance(reply, dict) else None
             code, message = (error["code"], error["message"]) if isinstance(error, dict) else (f"HTTP_{status}", data[:500].decode(errors="replace"))
             raise (ServerUnavailable if status == 503 else RemoteError)(code, message)
+        return reply
+
+    def compile(self, ir: bytes, options: dict[str, Any], target: str, spec: dict[str, str],
+                driver_version: int = 0) -> RemoteKernel:
+        body = {"ir": base64.b64encode(ir).decode(), "target": target, "options": options, "specialization": spec,
+                "driver_version": driver_version}
+        reply = self._call("/v1/compile", body)
         cubin = base64.b64decode(reply["cubin"])
         return _checked(self.url, reply["key"], reply["tier"], reply["digest"], cubin, reply["ptx"], reply["metadata"],
                         reply.get("image_format", "cubin"))
@@ -317,15 +323,7 @@ class _Http:
 
         body = {"kernel": {"ir": base64.b64encode(ir).decode(), "target": target, "options": options},
                 "grid": list(grid), "args": [argument(a) for a in args]}
-        status, data = self._post("/v1/execute", json.dumps(body).encode())
-        try:
-            reply = json.loads(data)
-        except ValueError:
-            reply = {}
-        if status != 200:
-            error = reply.get("error") if isinstance(reply, dict) else None
-            code, message = (error["code"], error["message"]) if isinstance(error, dict) else (f"HTTP_{status}", data[:500].decode(errors="replace"))
-            raise (ServerUnavailable if status == 503 else RemoteError)(code, message)
+        reply = self._call("/v1/execute", body)
         return [RemoteBuffer(base64.b64decode(b["data"]), b["dtype"], tuple(b["shape"])) for b in reply["buffers"]]
 
 

@@ -55,7 +55,7 @@ from .errors import (
     Unimplemented,
 )
 from .metrics import Metrics
-from .workers import _Worker, load_compiler
+from .workers import _Worker, load_compiler, readable
 
 log = logging.getLogger("despina.server.execute")
 START_TIMEOUT_S = 120.0
@@ -405,19 +405,7 @@ class GpuRunner:
     async def _exchange(self, worker: _Worker, work: dict[str, Any]) -> tuple[str, Any]:
         # Buffers may be tens of MiB: the pipe is written and read off the event loop.
         await asyncio.to_thread(worker.conn.send, work)
-        loop = asyncio.get_running_loop()
-        ready: asyncio.Future[None] = loop.create_future()
-        fd = worker.conn.fileno()
-
-        def wake() -> None:
-            if not ready.done():
-                ready.set_result(None)
-
-        loop.add_reader(fd, wake)
-        try:
-            await ready
-        finally:
-            loop.remove_reader(fd)
+        await readable(worker.conn)
         reply: tuple[str, Any] = await asyncio.to_thread(worker.conn.recv)
         return reply
 

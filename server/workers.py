@@ -79,6 +79,23 @@ def _worker_main(conn: Connection, entry_point: str) -> None:
             conn.send(("internal", f"the compiler failed: {type(e).__name__}: {e}"))
 
 
+async def readable(conn: Connection) -> None:
+    """Wait, without blocking the event loop, until `conn` has something to read (or is closed)."""
+    loop = asyncio.get_running_loop()
+    ready: asyncio.Future[None] = loop.create_future()
+    fd = conn.fileno()
+
+    def wake() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    loop.add_reader(fd, wake)
+    try:
+        await ready
+    finally:
+        loop.remove_reader(fd)
+
+
 class _Worker:
     """A spawned process running `main(conn, entry_point)` (a compile worker by default; execute.py's
     GPU worker too), and the daemon's end of its pipe."""
@@ -96,19 +113,7 @@ class _Worker:
         return self.process.pid or 0
 
     async def receive(self) -> Any:
-        loop = asyncio.get_running_loop()
-        ready: asyncio.Future[None] = loop.create_future()
-        fd = self.conn.fileno()
-
-        def wake() -> None:
-            if not ready.done():
-                ready.set_result(None)
-
-        loop.add_reader(fd, wake)
-        try:
-            await ready
-        finally:
-            loop.remove_reader(fd)
+        await readable(self.conn)
         return self.conn.recv()
 
     def kill(self) -> None:
