@@ -7,7 +7,11 @@ of a reduction reads one partial a thread; register indices are a constant away 
 
 from __future__ import annotations
 
+import importlib.util
 import re
+import tempfile
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -15,7 +19,6 @@ pytest.importorskip("llvmlite")
 pytest.importorskip("cuda.bindings.nvjitlink")
 
 import despina  # noqa: E402
-import despina.language as tl  # noqa: E402
 from despina.compiler.backends.gpuir import Blocked, LinearLayout, assign_layouts  # noqa: E402
 from despina.compiler.backends.nvptx import (  # noqa: E402
     CompiledKernel,
@@ -40,32 +43,19 @@ SOFTMAX_SIG = "*fp32:16,*fp32:16,i32:16,i32:16,i32:16"
 LAYER_NORM_SIG = "*fp16:16,*fp16:16,*fp16:16,*fp16:16,i32:16,i32:16,fp32"
 
 
-@despina.jit
-def softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK_SIZE: tl.constexpr):
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK_SIZE)
-    mask = cols < n_cols
-    x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=-float("inf"))
-    z = x - tl.max(x, axis=0)
-    num = tl.exp(z)
-    den = tl.sum(num, axis=0)
-    tl.store(out_ptr + row * out_row_stride + cols, num / den, mask=mask)
+def _benchmark_kernels() -> ModuleType:
+    """benchmarks/kernels.py as benchmarks/gpu.py runs it for despina (its Triton imports swapped):
+    the very kernels whose speed the GPU benchmark reports."""
+    spec = importlib.util.spec_from_file_location("despina_benchmark_gpu", BENCHMARKS / "gpu.py")
+    assert spec is not None and spec.loader is not None
+    gpu = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu)
+    return gpu.load_kernels("despina", Path(tempfile.mkdtemp(prefix="despina-bench-kernels-")))
 
 
-@despina.jit
-def layer_norm_kernel(X, Y, W, B, stride, N, eps, BLOCK_SIZE: tl.constexpr):
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK_SIZE)
-    mask = cols < N
-    x = tl.load(X + row * stride + cols, mask=mask, other=0.0).to(tl.float32)
-    mean = tl.sum(x, axis=0) / N
-    xc = tl.where(mask, x - mean, 0.0)
-    var = tl.sum(xc * xc, axis=0) / N
-    rstd = 1 / tl.sqrt(var + eps)
-    w = tl.load(W + cols, mask=mask).to(tl.float32)
-    b = tl.load(B + cols, mask=mask).to(tl.float32)
-    y = xc * rstd * w + b
-    tl.store(Y + row * stride + cols, y.to(tl.float16), mask=mask)
+BENCHMARKS = Path(__file__).resolve().parents[4] / "benchmarks"
+KERNELS = _benchmark_kernels()
+softmax_kernel, layer_norm_kernel = KERNELS.softmax_kernel, KERNELS.layer_norm_kernel
 
 
 def softmax(block: int, num_warps: int, target: str = "sm_90") -> CompiledKernel:
