@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import hashlib
 import logging
 import re
@@ -111,6 +112,15 @@ class ExecuteResponse:
     seconds: float
 
 
+@dataclass
+class _Flight:
+    """One fetch-or-compile of a key and how many requests wait on it."""
+
+    task: asyncio.Future[tuple[Entry, str]]
+    waiters: int = 0
+    abandoned: bool = False  # every caller left and the task was cancelled: a new caller starts afresh
+
+
 class CompileService:
     def __init__(self, config: ServiceConfig, metrics: Metrics | None = None) -> None:
         self.config = config
@@ -131,7 +141,7 @@ class CompileService:
         self._signatures: OrderedDict[str, Signature] = OrderedDict()
         self.toolchain = toolchain(config.compiler)
         self.owner = uuid.uuid4().hex
-        self._flights: dict[str, asyncio.Future[tuple[Entry, str]]] = {}
+        self._flights: dict[str, _Flight] = {}
         # nvJitLink's verdict on lowered PTX, by (key, ISA version): None when it links, else its log.
         self._ptx_checks: OrderedDict[tuple[str, images.Version], str | None] = OrderedDict()
         self._nvjitlink = config.verify_ptx
@@ -249,22 +259,28 @@ class CompileService:
         return error
 
     async def _shared(self, key: str, req: CompileRequest) -> tuple[Entry, str]:
-        # Requests for a key this daemon is already fetching or compiling wait on that one.
+        """Fetch or compile `key` once for every request that wants it now (single-flight). The work
+        runs as a task of its own: a caller that gives up (a gRPC deadline, a cancelled call) leaves
+        without touching it, the others still get its answer, and it is stopped only when no caller
+        is left to take it."""
         flight = self._flights.get(key)
-        if flight is not None:
-            return await asyncio.shield(flight)
-        flight = asyncio.get_running_loop().create_future()
-        self._flights[key] = flight
+        if flight is None or flight.abandoned:
+            flight = self._flights[key] = _Flight(asyncio.ensure_future(self._fetch_or_compile(key, req)))
+            flight.task.add_done_callback(functools.partial(self._landed, key, flight))
+        flight.waiters += 1
         try:
-            result = await self._fetch_or_compile(key, req)
-            flight.set_result(result)
-            return result
-        except BaseException as e:
-            flight.set_exception(e)
-            flight.exception()  # retrieved: a flight nobody else waited on must not log a warning
-            raise
+            return await asyncio.shield(flight.task)
         finally:
+            flight.waiters -= 1
+            if flight.waiters == 0 and not flight.task.done():
+                flight.abandoned = True
+                flight.task.cancel()
+
+    def _landed(self, key: str, flight: _Flight, task: asyncio.Future[Any]) -> None:
+        if self._flights.get(key) is flight:
             del self._flights[key]
+        if not flight.task.cancelled():
+            flight.task.exception()  # retrieved: a flight whose callers all left must not log a warning
 
     async def _disk_get(self, key: str) -> Entry | None:
         if self.disk is None:

@@ -71,6 +71,44 @@ def test_single_flight_in_one_daemon() -> None:
     with_service(body)
 
 
+def test_single_flight_survives_its_leader() -> None:
+    """The first caller gives up (a gRPC deadline cancels its task): the others still get the kernel,
+    from the one compile the leader started, and a later caller finds it cached."""
+    req = CompileRequest(vector_add_ir(salt=unique(), fake_sleep=0.5))
+
+    async def body(service: CompileService) -> None:
+        leader = asyncio.ensure_future(service.compile(req))
+        await asyncio.sleep(0.05)
+        followers = [asyncio.ensure_future(service.compile(req)) for _ in range(15)]
+        await asyncio.sleep(0.05)
+        leader.cancel()
+        results = await asyncio.gather(*followers)
+        assert leader.cancelled()
+        assert {r.tier for r in results} == {"compiled"} and len({r.digest for r in results}) == 1
+        assert (await service.compile(req)).tier == "memory"
+        assert service.stats()["compiles"] == 1 and service.metrics.value("despina_workers_replaced_total") == 0
+
+    with_service(body)
+
+
+def test_single_flight_stops_when_every_caller_left() -> None:
+    """Nobody waits any more: the compile is stopped (its worker replaced), and the next caller
+    starts a fresh one instead of inheriting the cancellation."""
+    req = CompileRequest(vector_add_ir(salt=unique(), fake_sleep=0.5))
+
+    async def body(service: CompileService) -> None:
+        callers = [asyncio.ensure_future(service.compile(req)) for _ in range(4)]
+        await asyncio.sleep(0.1)
+        for c in callers:
+            c.cancel()
+        await asyncio.gather(*callers, return_exceptions=True)
+        again = await service.compile(req)
+        assert again.tier == "compiled"
+        assert service.stats()["compiles"] == 1 and service.metrics.value("despina_workers_replaced_total") == 1
+
+    with_service(body)
+
+
 def test_bad_input_is_a_clear_error() -> None:
     good = vector_add_ir(salt=unique())
     bad = vector_add(salt=unique())
