@@ -19,6 +19,9 @@ class ServiceConfig:
     redis_url: str | None = None
     workers: int = max(1, os.cpu_count() or 1)
     compile_timeout_s: float = 120.0
+    # The address-space cap (RLIMIT_AS) of each compile worker; 0: none. A kernel past it is
+    # RESOURCE_EXHAUSTED, and its worker is replaced.
+    worker_memory_bytes: int = 4 * GiB
     # "module:function" taking (module, target=, num_warps=, num_stages=) and returning an object
     # with `.asm` (stage -> text or bytes) and `.metadata` (a JSON-able dict).
     compiler: str = DEFAULT_COMPILER

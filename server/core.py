@@ -133,7 +133,8 @@ class CompileService:
         if config.redis_url:
             self.redis = RedisTier(config.redis_url, self.metrics, config.redis_ttl_s, config.redis_timeout_s,
                                    config.redis_retry_s, config.lease_ms)
-        self.pool = CompilePool(config.workers, config.compiler, config.compile_timeout_s, self.metrics)
+        self.pool = CompilePool(config.workers, config.compiler, config.compile_timeout_s, self.metrics,
+                                config.worker_memory_bytes)
         # Execute's GPU worker, started by the first Execute. The host check (no /dev/nvidiactl, no
         # cuda-bindings) is for the real executor; a test's executor decides for itself.
         precheck = execute.host_unavailable_reason if config.executor == DEFAULT_EXECUTOR else None

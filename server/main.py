@@ -32,6 +32,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tls-cert", default=None, help="serve gRPC and HTTP over TLS with this certificate (PEM)")
     p.add_argument("--tls-key", default=None, help="... and this private key (PEM)")
     p.add_argument("--compile-timeout", type=float, default=d.compile_timeout_s, help="seconds per compilation")
+    p.add_argument("--worker-memory", type=int, default=d.worker_memory_bytes,
+                   help=f"address-space cap of each compile worker in bytes; 0: none (default: {d.worker_memory_bytes})")
     p.add_argument("--max-ir-bytes", type=int, default=d.max_ir_bytes, help="largest IR accepted")
     p.add_argument("--max-request-bytes", type=int, default=d.max_request_bytes, help="largest request accepted")
     p.add_argument("--redis-ttl", type=int, default=d.redis_ttl_s, help="seconds a Redis entry lives")
@@ -47,11 +49,14 @@ def config_from(args: argparse.Namespace) -> ServiceConfig:
         raise SystemExit("despina serve: --tls-cert and --tls-key go together")
     if not args.execute_timeout_s > 0:
         raise SystemExit("despina serve: --execute-timeout-s must be positive")
+    if args.worker_memory < 0:
+        raise SystemExit("despina serve: --worker-memory must be 0 (no cap) or a number of bytes")
     if args.cache_max_bytes < 1:
         raise SystemExit("despina serve: --cache-max-bytes must be positive")
     disk_dir = None if args.no_disk_cache or args.cache_dir == "" else (args.cache_dir or default_disk_dir())
     return ServiceConfig(
         redis_url=args.redis_url, workers=args.workers, compile_timeout_s=args.compile_timeout, compiler=args.compiler,
+        worker_memory_bytes=args.worker_memory,
         redis_ttl_s=args.redis_ttl, max_ir_bytes=args.max_ir_bytes, max_request_bytes=args.max_request_bytes,
         disk_dir=disk_dir, disk_bytes=args.cache_max_bytes,
         execute_timeout_s=args.execute_timeout_s, executor=args.executor,

@@ -22,7 +22,9 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
-from .errors import DeadlineExceeded, Internal, InvalidArgument, ServiceError
+from despina.compiler import lifeline as lifeline_module
+
+from .errors import DeadlineExceeded, Internal, InvalidArgument, ResourceExhausted, ServiceError
 from .metrics import Metrics
 
 log = logging.getLogger("despina.server.workers")
@@ -43,7 +45,9 @@ def _run_job(compiler: Callable[..., Any], job: dict[str, Any]) -> dict[str, Any
     from despina.compiler.ir.codec import decode
 
     start = time.perf_counter()
-    kernel = compiler(decode(job["ir"]), target=job["target"], num_warps=job["num_warps"], num_stages=job["num_stages"])
+    module = decode(job["ir"])
+    job["name"] = module.functions[0].name if module.functions else "?"
+    kernel = compiler(module, target=job["target"], num_warps=job["num_warps"], num_stages=job["num_stages"])
     metadata = json.loads(json.dumps(dict(kernel.metadata), default=str))
     return {"stages": _stages(dict(kernel.asm)), "metadata": metadata, "seconds": time.perf_counter() - start}
 
@@ -73,6 +77,8 @@ def _worker_main(conn: Connection, entry_point: str) -> None:
             continue
         try:
             conn.send(("ok", _run_job(compiler, job)))
+        except MemoryError:  # past the worker's address-space cap (RLIMIT_AS)
+            conn.send(("memory", job.get("name", "?")))
         except (CompilationError, IRError, ValueError) as e:  # the kernel's or the request's fault
             conn.send(("invalid", f"{type(e).__name__}: {e}"))
         except Exception as e:
@@ -96,17 +102,32 @@ async def readable(conn: Connection) -> None:
         loop.remove_reader(fd)
 
 
+def _bootstrap(main: Callable[[Connection, str], None], conn: Connection, entry_point: str, lifeline: Connection,
+               parent: int, pdeathsig: bool, memory_bytes: int) -> None:
+    lifeline_module.hold(lifeline.fileno(), parent, pdeathsig)
+    lifeline_module.limit_memory(memory_bytes)
+    main(conn, entry_point)
+
+
 class _Worker:
     """A spawned process running `main(conn, entry_point)` (a compile worker by default; execute.py's
-    GPU worker too), and the daemon's end of its pipe."""
+    GPU worker too), and the daemon's end of its pipe. The worker dies with the daemon (lifeline.py),
+    and its address space is capped at `memory_bytes` (0: no cap)."""
 
     def __init__(self, entry_point: str, main: Callable[[Connection, str], None] = _worker_main,
-                 name: str = "despina-compile") -> None:
+                 name: str = "despina-compile", memory_bytes: int = 0) -> None:
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=main, args=(child, entry_point), daemon=True, name=name)
+        # The daemon keeps the write end and never writes: the worker reads EOF when the daemon is gone.
+        far, self._lifeline = ctx.Pipe(duplex=False)
+        # The parent-death signal follows the thread that starts the worker: only the main thread
+        # (the daemon's event loop) lives as long as the daemon.
+        pdeathsig = lifeline_module.main_thread()
+        self.process = ctx.Process(target=_bootstrap, name=name, daemon=True,
+                                   args=(main, child, entry_point, far, os.getpid(), pdeathsig, memory_bytes))
         self.process.start()
         child.close()  # so that the worker's death reads as EOF here
+        far.close()
 
     @property
     def pid(self) -> int:
@@ -121,6 +142,7 @@ class _Worker:
             os.kill(self.pid, signal.SIGKILL)
         self.process.join(5)
         self.conn.close()
+        self._lifeline.close()
 
     def exit_reason(self) -> str:
         self.process.join(1)
@@ -131,8 +153,9 @@ class _Worker:
 
 
 class CompilePool:
-    def __init__(self, size: int, compiler: str, timeout_s: float, metrics: Metrics) -> None:
+    def __init__(self, size: int, compiler: str, timeout_s: float, metrics: Metrics, memory_bytes: int = 0) -> None:
         self.size = size
+        self.memory_bytes = memory_bytes
         self.compiler = compiler
         self.timeout_s = timeout_s
         self.metrics = metrics
@@ -141,11 +164,14 @@ class CompilePool:
         self._closing = False
 
     async def start(self) -> None:
-        workers = [_Worker(self.compiler) for _ in range(self.size)]
+        workers = [self._new() for _ in range(self.size)]
         await asyncio.gather(*(self._spawn(w) for w in workers))
 
+    def _new(self) -> _Worker:
+        return _Worker(self.compiler, memory_bytes=self.memory_bytes)
+
     async def _spawn(self, worker: _Worker | None = None) -> None:
-        worker = worker or _Worker(self.compiler)
+        worker = worker or self._new()
         self.workers.append(worker)
         try:
             await asyncio.wait_for(worker.receive(), _START_TIMEOUT_S)
@@ -186,13 +212,23 @@ class CompilePool:
             if isinstance(e, asyncio.CancelledError):
                 raise
             log.error("compile worker %d died mid-compile (%s); replacing it", worker.pid, reason)
-            raise Internal(f"the compile worker crashed ({reason}); the daemon replaced it, retry the request") from None
+            # A C++ allocation past RLIMIT_AS aborts (LLVM) or faults rather than raising MemoryError.
+            ran_out = self.memory_bytes and ("SIGABRT" in reason or "SIGSEGV" in reason)
+            cap = f"; it may have run past its {self._cap()} memory cap" if ran_out else ""
+            raise Internal(f"the compile worker crashed ({reason}{cap}); the daemon replaced it, retry the request") from None
+        if status == "memory":  # a process that ran out of memory is not trusted with the next kernel
+            self._replace(worker)
+            raise ResourceExhausted(f"compiling kernel '{payload}' needed more than the {self._cap()} of memory a compile "
+                                    "worker may use (despina serve --worker-memory); make its blocks smaller")
         self._idle.put_nowait(worker)
         if status == "ok":
             result: dict[str, Any] = payload
             return result
         error: ServiceError = InvalidArgument(payload) if status == "invalid" else Internal(payload)
         raise error
+
+    def _cap(self) -> str:
+        return f"{self.memory_bytes / 2**30:g} GiB"
 
     async def close(self) -> None:
         self._closing = True

@@ -1,8 +1,8 @@
 """A stand-in for the NVPTX backend with its interface (`compile_module` -> `.asm`, `.metadata`).
 
 The daemon tests run on CPU-only machines and need compilations that are fast, deterministic and
-steerable: module attributes make it sleep (`fake_sleep` seconds), fail (`fake_fail`) or kill its
-own worker process (`fake_crash`), change the nvJitLink version it reports (`fake_nvjitlink`, "12.8"
+steerable: module attributes make it sleep (`fake_sleep` seconds), allocate (`fake_alloc` bytes), fail
+(`fake_fail`) or kill its own worker process (`fake_crash`), change the nvJitLink version it reports (`fake_nvjitlink`, "12.8"
 by default) or add a line to its PTX (`fake_ptx`). Its PTX is a valid empty kernel declaring
 `.version 8.7`, as the NVPTX backend's does.
 """
@@ -31,6 +31,9 @@ def compile_module(module: Module, target: str = "sm_90", num_warps: int = 4, nu
     name = module.kernel.name
     if "fake_sleep" in module.attrs:
         time.sleep(float(module.attrs["fake_sleep"]))
+    if "fake_alloc" in module.attrs:  # as a huge kernel would: bytes held while compiling
+        held = bytearray(int(module.attrs["fake_alloc"]))
+        del held
     if module.attrs.get("fake_crash"):
         os.kill(os.getpid(), signal.SIGKILL)
     if module.attrs.get("fake_fail"):

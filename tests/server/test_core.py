@@ -143,6 +143,20 @@ def test_worker_crash_and_timeout_cost_one_request() -> None:
     with_service(body, compile_timeout_s=1.0)
 
 
+def test_worker_memory_cap_is_resource_exhausted() -> None:
+    """A kernel whose compile needs more memory than a worker may use is RESOURCE_EXHAUSTED naming the
+    kernel; its worker is replaced and the next kernel compiles."""
+    huge = CompileRequest(vector_add_ir(name="huge_kernel", salt=unique(), fake_alloc=str(2 << 30)))
+
+    async def body(service: CompileService) -> None:
+        with pytest.raises(ResourceExhausted, match="'huge_kernel'.*--worker-memory"):
+            await service.compile(huge)
+        assert (await service.compile(CompileRequest(vector_add_ir(salt=unique())))).tier == "compiled"
+        assert service.metrics.value("despina_workers_replaced_total") == 1
+
+    with_service(body, worker_memory_bytes=1 << 30)
+
+
 def test_worker_killed_from_outside() -> None:
     async def body(service: CompileService) -> None:
         task = asyncio.ensure_future(service.compile(CompileRequest(vector_add_ir(salt=unique(), fake_sleep=3))))

@@ -26,12 +26,14 @@ import threading
 from functools import lru_cache
 from typing import IO
 
+from ... import lifeline
 from . import llvm
 from .llvm import LLVMError
 
 _lock = threading.Lock()
 _worker: subprocess.Popen[str] | None = None
 _stderr: IO[str] | None = None
+_lifeline: int | None = None  # the write end of the worker's lifeline pipe (lifeline.py), never written
 _linker_loaded = False
 WORKER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
 
@@ -65,17 +67,35 @@ def worker_command(arch: str | None = None) -> list[str]:
 
 
 def _start(arch: str | None = None) -> subprocess.Popen[str]:
-    global _worker, _stderr
+    global _worker, _stderr, _lifeline
     _stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
-    _worker = subprocess.Popen(
-        worker_command(arch),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=_stderr,
-        text=True,
-        encoding="utf-8",
-    )
+    _cut_lifeline()
+    far, _lifeline = os.pipe()
+    # The worker dies with this process: its lifeline reads EOF when we are gone, and, when the
+    # main thread starts it (a thread that lives as long as the process), the parent-death signal too.
+    command = worker_command(arch) + ["--lifeline", str(far), "--parent", str(os.getpid())]
+    if lifeline.main_thread():
+        command.append("--pdeathsig")
+    try:
+        _worker = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=_stderr,
+            text=True,
+            encoding="utf-8",
+            pass_fds=(far,),
+        )
+    finally:
+        os.close(far)
     return _worker
+
+
+def _cut_lifeline() -> None:
+    global _lifeline
+    if _lifeline is not None:
+        os.close(_lifeline)
+        _lifeline = None
 
 
 def _alive() -> subprocess.Popen[str] | None:
@@ -103,8 +123,9 @@ def stop() -> None:
     global _worker
     with _lock:
         worker, _worker = _worker, None
-    if worker is None:
-        return
+        if worker is None:
+            return
+        _cut_lifeline()
     for pipe in (worker.stdin, worker.stdout):
         if pipe is not None:
             try:
@@ -176,6 +197,7 @@ def emit_ptx_isolated(llir: str, arch: str, opt_level: int = 3, libdevice: str |
     return str(reply["llir"]), str(reply["ptx"])
 
 
-def worker_info() -> dict[str, object]:
-    """What the worker reports about itself (`modules` it imported, `no_site`, `pid`): for tests."""
-    return _request({"debug": True})
+def worker_info(busy_s: float = 0.0) -> dict[str, object]:
+    """What the worker reports about itself (`modules` it imported, `no_site`, `pid`), after `busy_s`
+    seconds busy as in a long compile: for tests."""
+    return _request({"debug": True, "busy_s": busy_s})

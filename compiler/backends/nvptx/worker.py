@@ -12,10 +12,11 @@ One JSON object per line each way:
 
 - `{"llir", "arch", "opt", "libdevice"}` -> `{"ok": true, "llir", "ptx", "llvm_version"}`
   (`llvm.emit_ptx`), or `{"ok": false, "error"}` when it raises;
-- `{"debug": true}` -> `{"ok": true, "modules": [...], "no_site": ..., "pid": ...}`: what the
-  worker has imported, for tests.
+- `{"debug": true[, "busy_s": S]}` -> `{"ok": true, "modules": [...], "no_site": ..., "pid": ...}`:
+  what the worker has imported, after S seconds as busy as a long compile, for tests.
 
-`--warm ARCH` compiles a small kernel for ARCH before the first request (unless one is already
+`--lifeline FD --parent PID [--pdeathsig]` make the worker end when its caller does
+(`despina.compiler.lifeline`). `--warm ARCH` compiles a small kernel for ARCH before the first request (unless one is already
 waiting), so that LLVM's first-use costs (faulting in its code, building its tables) are paid while
 the caller is still busy with the frontend and the lowering. A kernel's output does not depend on
 it.
@@ -26,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from types import ModuleType
 
 _PACKAGE = "_despina_nvptx_llvm"  # the private package name of this folder in a script worker
@@ -98,6 +100,7 @@ def serve(stage: ModuleType) -> None:
     for line in sys.stdin:
         request = json.loads(line)
         if request.get("debug"):
+            time.sleep(float(request.get("busy_s", 0)))  # as a long compile would: for tests
             reply = {"ok": True, "modules": sorted(sys.modules), "no_site": bool(sys.flags.no_site),
                      "pid": os.getpid()}
         else:
@@ -110,17 +113,43 @@ def serve(stage: ModuleType) -> None:
         sys.stdout.flush()
 
 
+def load_lifeline() -> ModuleType:
+    """`despina.compiler.lifeline`: from the package when this one was imported as part of it, else
+    from its file (two folders up), standard library only."""
+    if __package__:
+        from ... import lifeline
+
+        return lifeline
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "lifeline.py")
+    spec = importlib.util.spec_from_file_location("_despina_lifeline", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def main(argv: list[str]) -> None:
     here = os.path.dirname(os.path.realpath(__file__))
     if sys.path and os.path.realpath(sys.path[0] or os.curdir) == here:
         del sys.path[0]  # this folder's modules (`compiler`, `link`, ...) must not shadow others
     warm = None
+    lifeline, parent, pdeathsig = -1, -1, False
     args = iter(argv)
     for arg in args:
         if arg == "--path":
             sys.path.append(next(args))
         elif arg == "--warm":
             warm = next(args)
+        elif arg == "--lifeline":
+            lifeline = int(next(args))
+        elif arg == "--parent":
+            parent = int(next(args))
+        elif arg == "--pdeathsig":
+            pdeathsig = True
+    if lifeline >= 0:  # die with the caller (lifeline.py)
+        load_lifeline().hold(lifeline, parent, pdeathsig)
     stage = load_stage()
     stage.initialize()  # import llvmlite, initialize LLVM's targets
     if warm is not None and not _request_waiting():

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -47,6 +48,39 @@ def test_worker_imports_only_llvmlite_and_the_llvm_stage(fresh: None) -> None:
     leaked = sorted(m for m in modules if m.split(".")[0] in ("despina", "numpy", "cuda", "site"))
     assert leaked == []
     assert info["no_site"] is True  # llvmlite was located here and handed to it
+
+
+@pytest.mark.parametrize("thread", ["main", "other"])
+def test_worker_dies_with_its_caller(thread: str) -> None:
+    """A caller SIGKILLed while its worker is busy (a long compile) leaves no worker behind 2 s later,
+    whether the main thread started it (parent-death signal and lifeline) or another (lifeline alone)."""
+    code = (
+        "import sys, threading, time\n"
+        "from despina.compiler.backends.nvptx import isolate\n"
+        "start = lambda: print(isolate.worker_info()['pid'], flush=True)\n"
+        "t = threading.Thread(target=start) if sys.argv[1] == 'other' else None\n"
+        "start() if t is None else (t.start(), t.join())\n"
+        "threading.Thread(target=isolate.worker_info, args=(60,), daemon=True).start()\n"
+        "time.sleep(60)\n"
+    )
+    caller = subprocess.Popen([sys.executable, "-c", code, thread], stdout=subprocess.PIPE, text=True)
+    assert caller.stdout is not None
+    worker = int(caller.stdout.readline())
+    time.sleep(0.3)  # the worker is inside its 60 s request
+    os.kill(caller.pid, signal.SIGKILL)
+    caller.wait()
+    deadline = time.monotonic() + 2
+    while _alive(worker) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not _alive(worker), f"LLVM worker {worker} outlived its caller"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return not any(line.startswith("State:") and "Z" in line for line in f)
+    except FileNotFoundError:
+        return False
 
 
 def test_prestart_does_not_wait_and_the_first_request_uses_that_worker(fresh: None) -> None:
