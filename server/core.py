@@ -168,8 +168,15 @@ class CompileService:
         self.metrics.requests.labels(method).inc()
 
     def _failed(self, e: ServiceError) -> ServiceError:
-        self.metrics.errors.labels(e.code).inc()
+        if not e.counted:
+            e.counted = True
+            self.metrics.errors.labels(e.code).inc()
         return e
+
+    def refused(self, e: ServiceError) -> ServiceError:
+        """`e`, counted in despina_errors_total once: a transport calls it for every error it answers with,
+        those it raised itself (no token, a body too large or malformed) and those the service raised."""
+        return self._failed(e)
 
     # ---- Compile ------------------------------------------------------------------------------
 
@@ -427,6 +434,7 @@ class CompileService:
         signature), then the GPU worker is asked for its device (Unimplemented on a host without
         one), then the kernel is compiled for that device through the tiers, as Compile does."""
         self._count("execute")
+        ran = False
         try:
             total = req.buffers_nbytes + len(req.kernel.ir)
             if total > self.config.max_request_bytes:
@@ -449,6 +457,7 @@ class CompileService:
             image = await self._respond(entry, tier, kernel.driver_version)
             binary = image.ptx.encode() if image.image_format == "ptx" else image.cubin
             work = execute.job(sig, key, binary, image.metadata, kernel.num_warps, grid, values)
+            ran = True  # from here on the GPU runner counts the outcome
             result = await self.gpu.run(work)
             sent = [a for a in req.args if isinstance(a, Buffer)]
             back = result["buffers"]
@@ -457,6 +466,8 @@ class CompileService:
                                f"{len(sent)} of {[len(a.data) for a in sent][:8]}")
             buffers = [Buffer(bytes(data), a.dtype, a.shape) for data, a in zip(back, sent)]
         except ServiceError as e:
+            if not ran:
+                self.metrics.executes.labels("refused").inc()
             raise self._failed(e) from None
         return ExecuteResponse(buffers, key, tier, float(result.get("seconds", 0.0)))
 
@@ -472,10 +483,12 @@ class CompileService:
         return found
 
     def stats(self) -> dict[str, Any]:
+        """The numbers /metrics exposes, read from the same counters: `errors` counts every error answer
+        by code (refusals before any work included), `compile_errors` the compilations that failed in a
+        worker, `executes` the Execute requests by outcome."""
         m = self.metrics
         return {
-            "requests": int(sum(m.value("despina_requests_total", method=x)
-                                for x in ("compile", "get_artifact", "list", "execute"))),
+            "requests": int(_total(m.requests)),
             "hits": {t: int(m.value("despina_cache_answers_total", tier=t)) for t in TIERS},
             "compiles": int(m.value("despina_compiles_total", outcome="ok")),
             "compile_errors": int(sum(m.value("despina_compiles_total", outcome=x) for x in ("error", "timeout", "crash"))),
@@ -485,8 +498,21 @@ class CompileService:
             "memory_entries": len(self.memory),
             "memory_bytes": self.memory.nbytes,
             "redis_connected": self.redis is not None and self.redis.connected,
-            "redis_errors": int(sum(s.value for mf in m.redis_errors.collect() for s in mf.samples
-                                    if s.name.endswith("_total"))),
+            "redis_errors": int(_total(m.redis_errors)),
+            "errors": _by_label(m.errors, "code"),
+            "executes": _by_label(m.executes, "outcome"),
             "disk_entries": self.disk.entries if self.disk is not None else 0,
             "disk_bytes": self.disk.nbytes if self.disk is not None else 0,
         }
+
+
+def _samples(counter: Any) -> list[Any]:
+    return [s for mf in counter.collect() for s in mf.samples if s.name.endswith("_total")]
+
+
+def _total(counter: Any) -> float:
+    return sum(s.value for s in _samples(counter))
+
+
+def _by_label(counter: Any, label: str) -> dict[str, int]:
+    return {s.labels[label]: int(s.value) for s in _samples(counter)}

@@ -12,6 +12,9 @@ class ServiceError(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+        # Set once the error is counted in despina_errors_total, so that a transport that answers
+        # with it counts it exactly once, wherever it was raised.
+        self.counted = False
 
 
 class InvalidArgument(ServiceError):
@@ -40,6 +43,12 @@ class DeadlineExceeded(ServiceError):
 
 class Unimplemented(ServiceError):
     code, http_status = "UNIMPLEMENTED", 501
+
+
+class MethodNotAllowed(ServiceError):
+    """An HTTP method the path does not take (gRPC has no such answer: an unknown RPC is UNIMPLEMENTED)."""
+
+    code, http_status = "UNIMPLEMENTED", 405
 
 
 class Unavailable(ServiceError):

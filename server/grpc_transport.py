@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -19,9 +20,9 @@ from grpc_reflection.v1alpha import reflection
 
 from despina.proto import service_pb2 as pb
 
-from . import auth
+from . import access, auth
 from .core import CompileRequest, CompileService, ExecuteRequest
-from .errors import InvalidArgument, ServiceError
+from .errors import Internal, InvalidArgument, ServiceError
 from .execute import Argument, Buffer
 
 log = logging.getLogger("despina.server.grpc")
@@ -61,15 +62,23 @@ class Servicer:
     def __init__(self, service: CompileService) -> None:
         self.service = service
 
-    async def _answer(self, context: grpc.aio.ServicerContext, fn: Callable[[], Awaitable[Message]]) -> bytes:
+    async def _answer(self, context: grpc.aio.ServicerContext, rpc: str, fn: Callable[[], Awaitable[Message]]) -> bytes:
+        started = time.perf_counter()
         try:
-            return (await fn()).SerializeToString()
+            reply = await fn()
         except ServiceError as e:
-            code, message = grpc.StatusCode[e.code], e.message
+            error = e
         except Exception as e:
             log.exception("unexpected error")
-            code, message = grpc.StatusCode.INTERNAL, f"internal error: {type(e).__name__}: {e}"
-        await context.abort(code, message)
+            error = Internal(f"internal error: {type(e).__name__}: {e}")
+        else:
+            key = getattr(reply, "key", "")
+            tier = pb.Tier.Name(reply.tier).lower() if isinstance(reply, pb.CompileResponse) else ""
+            access.record("grpc", rpc, "OK", "OK", started, key, tier, context.peer())
+            return reply.SerializeToString()
+        self.service.refused(error)
+        access.record("grpc", rpc, error.code, error.code, started, peer=context.peer())
+        await context.abort(grpc.StatusCode[error.code], error.message)
         raise AssertionError("unreachable")
 
     async def compile(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
@@ -79,14 +88,14 @@ class Servicer:
                                       digest=r.digest, tier=pb.Tier.Value(r.tier.upper()),
                                       image_format=pb.ImageFormat.Value(r.image_format.upper()))
 
-        return await self._answer(context, run)
+        return await self._answer(context, "Compile", run)
 
     async def get_artifact(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
         async def run() -> Message:
             req = _parse(pb.GetArtifactRequest, data)
             return pb.Artifact(key=req.key, stage=req.stage, data=await self.service.get_artifact(req.key, req.stage))
 
-        return await self._answer(context, run)
+        return await self._answer(context, "GetArtifact", run)
 
     async def execute(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
         async def run() -> Message:
@@ -96,15 +105,16 @@ class Servicer:
             r = await self.service.execute(ExecuteRequest(kernel, tuple(req.grid), tuple(map(argument, req.args))))
             return pb.ExecuteResponse(buffers=[pb.Buffer(data=b.data, dtype=b.dtype, shape=b.shape) for b in r.buffers])
 
-        return await self._answer(context, run)
+        return await self._answer(context, "Execute", run)
 
     async def stats(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
         async def run() -> Message:
             stats = dict(self.service.stats(), version=_version())
-            stats.pop("worker_pids")
+            for only_http in ("worker_pids", "errors", "executes"):  # StatsResponse has no fields for these
+                stats.pop(only_http)
             return pb.StatsResponse(**stats)
 
-        return await self._answer(context, run)
+        return await self._answer(context, "Stats", run)
 
     def handler(self) -> grpc.GenericRpcHandler:
         methods = {"Compile": self.compile, "GetArtifact": self.get_artifact, "Execute": self.execute, "Stats": self.stats}
@@ -122,8 +132,8 @@ def _version() -> str:
 class TokenInterceptor(grpc.aio.ServerInterceptor):
     """Every RPC except the health service needs `authorization: Bearer <token>` metadata."""
 
-    def __init__(self, token: str) -> None:
-        self.token = token
+    def __init__(self, token: str, refuse: Callable[[ServiceError], ServiceError] = lambda e: e) -> None:
+        self.token, self.refuse = token, refuse
 
     async def intercept_service(self, continuation: Any, details: grpc.HandlerCallDetails) -> Any:
         handler = await continuation(details)
@@ -133,13 +143,14 @@ class TokenInterceptor(grpc.aio.ServerInterceptor):
         try:
             auth.check(header if isinstance(header, str) else None, self.token)
         except ServiceError as e:
-            return _refusal(handler, e.message)
+            return _refusal(handler, self.refuse(e), details.method.rpartition("/")[2])
         return handler
 
 
-def _refusal(handler: Any, message: str) -> Any:
+def _refusal(handler: Any, error: ServiceError, rpc: str) -> Any:
     async def abort(request: Any, context: grpc.aio.ServicerContext) -> None:
-        await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
+        access.record("grpc", rpc, error.code, error.code, time.perf_counter(), peer=context.peer())
+        await context.abort(grpc.StatusCode[error.code], error.message)
 
     if handler.request_streaming and handler.response_streaming:
         return grpc.stream_stream_rpc_method_handler(abort)
@@ -150,11 +161,16 @@ def _refusal(handler: Any, message: str) -> Any:
     return grpc.unary_unary_rpc_method_handler(abort)
 
 
+class BindError(Exception):
+    """The gRPC port could not be bound (in use, or an address not on this host)."""
+
+
 async def start(service: CompileService, host: str, port: int, token: str | None = None,
-                tls: tuple[str, str] | None = None) -> grpc.aio.Server:
-    """A started grpc.aio server on host:port with the Compiler, health and reflection services."""
+                tls: tuple[str, str] | None = None) -> tuple[grpc.aio.Server, int]:
+    """A started grpc.aio server on host:port with the Compiler, health and reflection services, and the
+    port it listens on (the one the system picked when `port` is 0)."""
     server = grpc.aio.server(
-        interceptors=[TokenInterceptor(token)] if token else None,
+        interceptors=[TokenInterceptor(token, service.refused)] if token else None,
         options=[("grpc.max_receive_message_length", service.config.max_request_bytes),
                  ("grpc.max_send_message_length", -1), ("grpc.so_reuseport", 0)],
     )
@@ -163,13 +179,18 @@ async def start(service: CompileService, host: str, port: int, token: str | None
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = (SERVICE, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME)
     reflection.enable_server_reflection(names, server)
-    address = f"{host}:{port}"
-    if tls:
-        cert, key = (Path(p).read_bytes() for p in tls)
-        server.add_secure_port(address, grpc.ssl_server_credentials([(key, cert)]))
-    else:
-        server.add_insecure_port(address)
+    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    try:
+        if tls:
+            cert, key = (Path(p).read_bytes() for p in tls)
+            bound = server.add_secure_port(address, grpc.ssl_server_credentials([(key, cert)]))
+        else:
+            bound = server.add_insecure_port(address)
+    except RuntimeError:
+        bound = 0
+    if not bound:
+        raise BindError(f"cannot listen for gRPC on {address}: the port is in use, or the address is not this host's")
     await server.start()
     for name in ("", SERVICE):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    return server
+    return server, bound

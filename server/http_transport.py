@@ -7,26 +7,38 @@
     GET  /v1/kernels               recently used kernels: name, target, sizes, key
     GET  /v1/kernels/{key}         one kernel's metadata
     GET  /v1/kernels/{key}/{stage} ir, gpuir, llir, ptx, sass as text; cubin as bytes
-    GET  /healthz                  liveness (the one route that needs no token)
+    GET  /v1/stats                 the counters /metrics exposes, as JSON
+    GET  /healthz                  liveness
+    GET  /metrics                  Prometheus exposition
+    GET  /docs, /redoc, /openapi.json   the API's documentation (served from the package; `/` redirects here)
+
+With a token (--token-file) every route needs it except /healthz, /metrics and the documentation,
+which stay open for probes, Prometheus and browsers unless --protect-docs asks for the token there too.
+Every answer other than a 2xx, FastAPI's validation errors (422) included, is
+`{"error": {"code": "<gRPC status name>", "message": "<one line>"}}`.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Callable
 from typing import Any
 
-from fastapi import FastAPI, Query
+from fastapi import FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from . import auth
+from . import auth, http_docs
 from .cache.entry import TEXT_STAGES
 from .core import CompileRequest, CompileService, ExecuteRequest
-from .errors import InvalidArgument, ResourceExhausted, ServiceError
+from .errors import Internal, InvalidArgument, MethodNotAllowed, NotFound, ResourceExhausted, ServiceError
 from .execute import Argument, Buffer
+from .http_access import AccessLog, note
 
 
 class Options(BaseModel):
@@ -108,7 +120,10 @@ class ErrorReply(BaseModel):
 
 
 ERRORS: dict[int | str, dict[str, Any]] = {s: {"model": ErrorReply}
-                                           for s in (400, 401, 404, 409, 413, 500, 501, 503, 504)}
+                                           for s in (400, 401, 404, 409, 413, 422, 500, 501, 503, 504)}
+# Open without a token unless --protect-docs: probes, Prometheus and browsers need no credentials.
+OPEN = frozenset({"/healthz"})
+DOCS_AND_METRICS = frozenset({"/metrics"})
 
 
 def _base64(text: str, what: str) -> bytes:
@@ -131,11 +146,28 @@ def _error(e: ServiceError) -> JSONResponse:
     return JSONResponse({"error": {"code": e.code, "message": e.message}}, status_code=e.http_status)
 
 
-class Guard:
-    """Token check (all but /healthz) and the request size limit, before any route runs."""
+def _validation_message(e: RequestValidationError) -> str:
+    """FastAPI's validation errors as one line that names each field: `body.options.num_warps: ...`."""
+    parts = []
+    for err in e.errors():
+        where = ".".join(str(p) for p in err.get("loc", ())) or "request"
+        given = err.get("input")
+        shown = f" (got {given!r:.60})" if isinstance(given, (str, int, float, bool)) else ""
+        parts.append(f"{where}: {err.get('msg', 'invalid')}{shown}")
+    return "; ".join(parts).replace("\n", " ") or "the request is malformed"
 
-    def __init__(self, app: ASGIApp, token: str | None, max_bytes: int) -> None:
-        self.app, self.token, self.max_bytes = app, token, max_bytes
+
+class Guard:
+    """Token check and the request size limit, before any route runs. /healthz needs no token, nor
+    (unless `protect_docs`) /metrics and the documentation pages."""
+
+    def __init__(self, app: ASGIApp, token: str | None, max_bytes: int, protect_docs: bool = False,
+                 refuse: Callable[[ServiceError], ServiceError] = lambda e: e) -> None:
+        self.app, self.token, self.max_bytes, self.refuse = app, token, max_bytes, refuse
+        self.protect_docs = protect_docs
+
+    def _open(self, path: str) -> bool:
+        return path in OPEN or (not self.protect_docs and (path in DOCS_AND_METRICS or http_docs.is_docs_path(path)))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -143,7 +175,7 @@ class Guard:
             return
         headers = dict(scope["headers"])
         try:
-            if scope["path"] != "/healthz":
+            if not self._open(scope["path"]):
                 auth.check(headers.get(b"authorization", b"").decode("latin-1") or None, self.token)
             length = headers.get(b"content-length")
             if length is not None and (not length.isdigit() or int(length) > self.max_bytes):
@@ -151,7 +183,8 @@ class Guard:
             if length is None and scope["method"] in ("POST", "PUT", "PATCH"):
                 receive = await self._buffered(receive)
         except ServiceError as e:
-            await _error(e)(scope, receive, send)
+            note(scope, code=e.code)
+            await _error(self.refuse(e))(scope, receive, send)
             return
         await self.app(scope, receive, send)
 
@@ -183,33 +216,59 @@ class Guard:
         return replay
 
 
-def create_app(service: CompileService, token: str | None = None) -> FastAPI:
-    app = FastAPI(title="Despina compilation service", version="1", description=__doc__)
-    app.add_middleware(Guard, token=token, max_bytes=service.config.max_request_bytes)
+def create_app(service: CompileService, token: str | None = None, protect_docs: bool = False) -> FastAPI:
+    app = FastAPI(title="Despina compilation service", version="1", description=__doc__, docs_url=None,
+                  redoc_url=None)
+    http_docs.add_docs(app)
+    app.add_middleware(Guard, token=token, max_bytes=service.config.max_request_bytes, protect_docs=protect_docs,
+                       refuse=service.refused)
+    app.add_middleware(AccessLog)  # outermost: it sees the Guard's refusals too
+
+    def answer(request: Request, e: ServiceError) -> JSONResponse:
+        note(request, code=e.code)
+        return _error(service.refused(e))
 
     @app.exception_handler(ServiceError)
-    async def service_error(request: Any, e: ServiceError) -> JSONResponse:
-        return _error(e)
+    async def service_error(request: Request, e: ServiceError) -> JSONResponse:
+        return answer(request, e)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, e: RequestValidationError) -> JSONResponse:
+        response = answer(request, InvalidArgument(_validation_message(e)))
+        response.status_code = 422  # the request's shape is wrong, before any of its values was looked at
+        return response
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, e: HTTPException) -> JSONResponse:
+        if e.status_code == 404:
+            error: ServiceError = NotFound(f"no route {request.method} {request.url.path}; the API is listed at /docs")
+        elif e.status_code == 405:
+            error = MethodNotAllowed(f"{request.url.path} does not take {request.method}; the API is listed at /docs")
+        else:
+            error = InvalidArgument(str(e.detail)) if e.status_code < 500 else Internal(str(e.detail))
+        return answer(request, error)
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, e: Exception) -> JSONResponse:
+        return answer(request, Internal(f"internal error: {type(e).__name__}: {e}"))
 
     @app.post("/v1/compile", response_model=CompileReply, responses=ERRORS)
-    async def compile(body: CompileBody) -> CompileReply:
-        try:
-            ir = base64.b64decode(body.ir, validate=True)
-        except (binascii.Error, ValueError) as e:
-            raise InvalidArgument(f"'ir' is not base64: {e}") from None
+    async def compile(body: CompileBody, request: Request) -> CompileReply:
         o = body.options
-        r = await service.compile(CompileRequest(ir, body.target, o.num_warps, o.num_stages, o.debug, body.specialization,
-                                                 body.driver_version))
+        r = await service.compile(CompileRequest(_base64(body.ir, "'ir'"), body.target, o.num_warps, o.num_stages,
+                                                 o.debug, body.specialization, body.driver_version))
+        note(request, key=r.key, tier=r.tier)
         return CompileReply(key=r.key, tier=r.tier, image_format=r.image_format, digest=r.digest,
                             cubin=base64.b64encode(r.cubin).decode(), ptx=r.ptx, metadata=r.metadata)
 
     @app.post("/v1/execute", response_model=ExecuteReply, responses=ERRORS)
-    async def execute(body: ExecuteBody) -> ExecuteReply:
+    async def execute(body: ExecuteBody, request: Request) -> ExecuteReply:
         k, o = body.kernel, body.kernel.options
         kernel = CompileRequest(_base64(k.ir, "'kernel.ir'"), k.target, o.num_warps, o.num_stages, o.debug,
                                 k.specialization)
         args = tuple(_argument(i, a) for i, a in enumerate(body.args))
         r = await service.execute(ExecuteRequest(kernel, tuple(body.grid), args))
+        note(request, key=r.key, tier=r.tier)
         return ExecuteReply(buffers=[BufferBody(data=base64.b64encode(b.data).decode(), dtype=b.dtype, shape=list(b.shape))
                                      for b in r.buffers])
 
@@ -218,13 +277,15 @@ def create_app(service: CompileService, token: str | None = None) -> FastAPI:
         return service.recent(limit)
 
     @app.get("/v1/kernels/{key}", response_model=KernelInfo, responses=ERRORS)
-    async def kernel(key: str) -> dict[str, Any]:
+    async def kernel(key: str, request: Request) -> dict[str, Any]:
+        note(request, key=key[:64])
         entry = await service.entry(key)
         return dict(entry.summary(), metadata=entry.metadata)
 
     @app.get("/v1/kernels/{key}/{stage}", responses={200: {"content": {"text/plain": {}, "application/octet-stream": {}}},
                                                       **ERRORS})
-    async def artifact(key: str, stage: str) -> Response:
+    async def artifact(key: str, stage: str, request: Request) -> Response:
+        note(request, key=key[:64])
         data = await service.get_artifact(key, stage)
         media = "text/plain; charset=utf-8" if stage in TEXT_STAGES else "application/octet-stream"
         return Response(data, media_type=media)

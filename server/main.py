@@ -6,53 +6,116 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import math
+import os
+import re
 import signal
+import socket
+import sys
 from collections.abc import Iterator
 from typing import Any
 
+from . import access, auth
+from .access import LOG_FORMATS
 from .config import DEFAULT_COMPILER, DEFAULT_EXECUTOR, ServiceConfig, default_disk_dir
 
 HELP = "run the compilation daemon (gRPC and HTTP)"
 log = logging.getLogger("despina.server")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+MAX_WORKERS = 256
+MAX_REDIS_TTL = 10 * 365 * 24 * 3600
+ENTRY_POINT = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+
+
+class UsageError(Exception):
+    """A flag's value the daemon cannot start with; `despina serve` prints it on one line and exits with 2."""
+
+
+def port(text: str) -> int | None:
+    """A port number, 0 for one the system picks, or `off` (None) for no listener."""
+    if text.strip().lower() == "off":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number 0-65535 or 'off', got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number 0-65535 or 'off', got {value}")
+    return value
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     d = ServiceConfig()
-    p.add_argument("--host", default="0.0.0.0", help="address to listen on (default: all)")
-    p.add_argument("--grpc-port", type=int, default=50051, help="gRPC port; 0 turns gRPC off (default: 50051)")
-    p.add_argument("--http-port", type=int, default=8000, help="HTTP port; 0 turns HTTP off (default: 8000)")
-    p.add_argument("--redis-url", default=None, help="shared cache, e.g. redis://HOST:6379/0 (default: none)")
+    p.add_argument("--host", default="0.0.0.0", help="address to listen on (default: 0.0.0.0, every address)")
+    p.add_argument("--grpc-port", type=port, default=50051,
+                   help="gRPC port; 0 lets the system pick one (the start-up line names it), 'off' serves no gRPC"
+                        " (default: 50051)")
+    p.add_argument("--http-port", type=port, default=8000,
+                   help="HTTP port; 0 lets the system pick one (the start-up line names it), 'off' serves no HTTP"
+                        " (default: 8000)")
+    p.add_argument("--redis-url", default=None,
+                   help="shared cache, redis://HOST:PORT/DB, rediss://... or unix://PATH (default: none)")
     p.add_argument("--cache-dir", default=None,
                    help="the daemon's disk cache; '' turns it off (default: $DESPINA_CACHE_DIR/daemon or ~/.cache/despina/daemon)")
-    p.add_argument("--no-disk-cache", action="store_true", help="no disk cache: memory (and Redis) only")
+    p.add_argument("--no-disk-cache", action="store_true", help="no disk cache: memory (and Redis) only (default: off)")
     p.add_argument("--cache-max-bytes", type=int, default=d.disk_bytes,
                    help=f"bound of the disk cache; the least recently used kernels go first (default: {d.disk_bytes})")
-    p.add_argument("--workers", type=int, default=d.workers, help=f"compile worker processes (default: {d.workers})")
-    p.add_argument("--token-file", default=None, help="require 'Authorization: Bearer <token in this file>'")
-    p.add_argument("--tls-cert", default=None, help="serve gRPC and HTTP over TLS with this certificate (PEM)")
-    p.add_argument("--tls-key", default=None, help="... and this private key (PEM)")
-    p.add_argument("--compile-timeout", type=float, default=d.compile_timeout_s, help="seconds per compilation")
+    p.add_argument("--workers", type=int, default=d.workers,
+                   help=f"compile worker processes, 1 to {MAX_WORKERS} (default: {d.workers}, the CPU count)")
+    p.add_argument("--token-file", default=None,
+                   help="require 'Authorization: Bearer <token in this file>' (default: none, no token)")
+    p.add_argument("--protect-docs", action="store_true",
+                   help="with --token-file, require the token for /docs, /redoc, /openapi.json and /metrics too"
+                        " (default: off: they stay open for browsers and Prometheus; /healthz is always open)")
+    p.add_argument("--tls-cert", default=None, help="serve gRPC and HTTP over TLS with this certificate (PEM) (default: none)")
+    p.add_argument("--tls-key", default=None, help="... and this private key (PEM) (default: none)")
+    p.add_argument("--compile-timeout", type=float, default=d.compile_timeout_s,
+                   help=f"seconds one compilation may take before its worker is replaced (default: {d.compile_timeout_s:g})")
     p.add_argument("--worker-memory", type=int, default=d.worker_memory_bytes,
                    help=f"address-space cap of each compile worker in bytes; 0: none (default: {d.worker_memory_bytes})")
-    p.add_argument("--max-ir-bytes", type=int, default=d.max_ir_bytes, help="largest IR accepted")
-    p.add_argument("--max-request-bytes", type=int, default=d.max_request_bytes, help="largest request accepted")
-    p.add_argument("--redis-ttl", type=int, default=d.redis_ttl_s, help="seconds a Redis entry lives")
-    p.add_argument("--compiler", default=DEFAULT_COMPILER, help="backend entry point, module:function")
+    p.add_argument("--max-ir-bytes", type=int, default=d.max_ir_bytes,
+                   help=f"largest IR accepted, in bytes (default: {d.max_ir_bytes})")
+    p.add_argument("--max-request-bytes", type=int, default=d.max_request_bytes,
+                   help=f"largest request accepted, in bytes (default: {d.max_request_bytes})")
+    p.add_argument("--redis-ttl", type=int, default=d.redis_ttl_s,
+                   help=f"seconds a Redis entry lives (default: {d.redis_ttl_s}, 7 days)")
+    p.add_argument("--compiler", default=DEFAULT_COMPILER, help=f"backend entry point, module:function (default: {DEFAULT_COMPILER})")
     p.add_argument("--execute-timeout-s", type=float, default=d.execute_timeout_s,
                    help=f"seconds one Execute may run on the GPU before its worker is killed (default: {d.execute_timeout_s:g})")
-    p.add_argument("--executor", default=DEFAULT_EXECUTOR, help="Execute's GPU worker entry point, module:function")
-    p.add_argument("--log-level", default="INFO")
+    p.add_argument("--executor", default=DEFAULT_EXECUTOR,
+                   help=f"Execute's GPU worker entry point, module:function (default: {DEFAULT_EXECUTOR})")
+    p.add_argument("--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS,
+                   help="the least severe messages logged; INFO includes one access line per request (default: INFO)")
+    p.add_argument("--log-format", default="text", choices=LOG_FORMATS,
+                   help="text, or json: one JSON object per line, access lines with their fields (default: text)")
 
 
 def config_from(args: argparse.Namespace) -> ServiceConfig:
+    """The daemon's settings from its flags; `UsageError` naming the flag for a value it cannot use."""
     if bool(args.tls_cert) != bool(args.tls_key):
-        raise SystemExit("despina serve: --tls-cert and --tls-key go together")
-    if not args.execute_timeout_s > 0:
-        raise SystemExit("despina serve: --execute-timeout-s must be positive")
+        raise UsageError("--tls-cert and --tls-key go together")
+    if args.grpc_port is None and args.http_port is None:
+        raise UsageError("--grpc-port off and --http-port off leave nothing to serve; 0 picks a free port")
+    _positive("--execute-timeout-s", args.execute_timeout_s)
+    _positive("--compile-timeout", args.compile_timeout)
+    for flag, value in (("--cache-max-bytes", args.cache_max_bytes), ("--max-ir-bytes", args.max_ir_bytes),
+                        ("--max-request-bytes", args.max_request_bytes), ("--redis-ttl", args.redis_ttl)):
+        if value < 1:
+            raise UsageError(f"{flag} must be positive, got {value}")
+    if args.redis_ttl > MAX_REDIS_TTL:
+        raise UsageError(f"--redis-ttl is at most {MAX_REDIS_TTL} seconds, got {args.redis_ttl}")
     if args.worker_memory < 0:
-        raise SystemExit("despina serve: --worker-memory must be 0 (no cap) or a number of bytes")
-    if args.cache_max_bytes < 1:
-        raise SystemExit("despina serve: --cache-max-bytes must be positive")
+        raise UsageError(f"--worker-memory must be 0 (no cap) or a number of bytes, got {args.worker_memory}")
+    if not 1 <= args.workers <= MAX_WORKERS:
+        raise UsageError(f"--workers must be 1 to {MAX_WORKERS}, got {args.workers}")
+    for flag, value in (("--compiler", args.compiler), ("--executor", args.executor)):
+        if not ENTRY_POINT.fullmatch(value):
+            raise UsageError(f"{flag} takes module:function (like {DEFAULT_COMPILER}), got {value!r}")
+    if args.redis_url is not None:
+        _check_redis_url(args.redis_url)
+    for flag, path in (("--token-file", args.token_file), ("--tls-cert", args.tls_cert), ("--tls-key", args.tls_key)):
+        if path is not None and not os.path.isfile(path):
+            raise UsageError(f"{flag} {path!r}: no such file")
     disk_dir = None if args.no_disk_cache or args.cache_dir == "" else (args.cache_dir or default_disk_dir())
     return ServiceConfig(
         redis_url=args.redis_url, workers=args.workers, compile_timeout_s=args.compile_timeout, compiler=args.compiler,
@@ -63,43 +126,94 @@ def config_from(args: argparse.Namespace) -> ServiceConfig:
     )
 
 
+def _positive(flag: str, value: float) -> None:
+    if not (value > 0 and math.isfinite(value)):
+        raise UsageError(f"{flag} must be a positive number of seconds, got {value}")
+
+
+def _check_redis_url(url: str) -> None:
+    from redis.asyncio import ConnectionPool
+
+    try:
+        ConnectionPool.from_url(url)  # parses only: no connection is made
+    except (ValueError, TypeError) as e:
+        raise UsageError(f"--redis-url {url!r}: {e}") from None
+
+
 def run(args: argparse.Namespace) -> int:
-    config = config_from(args)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    asyncio.run(serve(args, config))
+    try:
+        config = config_from(args)
+        token = auth.load_token(args.token_file) if args.token_file else None
+    except (UsageError, ValueError, OSError) as e:
+        return _fail(str(e))
+    access.configure(args.log_level, args.log_format)
+    try:
+        asyncio.run(serve(args, config, token))
+    except UsageError as e:
+        return _fail(str(e))
     return 0
 
 
-async def serve(args: argparse.Namespace, config: ServiceConfig) -> None:
+def _fail(message: str) -> int:
+    print(f"despina serve: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _bind_http(host: str, port: int) -> socket.socket:
+    """The HTTP listening socket, bound before anything starts so that a busy port is one clear line."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise UsageError(f"cannot listen for HTTP on {host}:{port} (--host, --http-port): {e.strerror or e}") from None
+    sock.listen(2048)
+    sock.setblocking(False)
+    return sock
+
+
+async def serve(args: argparse.Namespace, config: ServiceConfig, token: str | None = None) -> None:
     from .core import CompileService
 
+    http_socket = _bind_http(args.host, args.http_port) if args.http_port is not None else None
     service = CompileService(config)
     # The workers spawn and import the compiler while this process imports the transports.
     starting = asyncio.ensure_future(service.start())
     await asyncio.sleep(0)
     import uvicorn
 
-    from . import auth, grpc_transport, http_transport
+    from . import grpc_transport, http_transport
 
-    token = auth.load_token(args.token_file) if args.token_file else None
     tls = (args.tls_cert, args.tls_key) if args.tls_cert else None
     await starting
+    grpc_server = None
+    if args.grpc_port is not None:
+        try:
+            grpc_server, grpc_port = await grpc_transport.start(service, args.host, args.grpc_port, token, tls)
+        except grpc_transport.BindError as e:
+            if http_socket is not None:
+                http_socket.close()
+            await service.close()
+            raise UsageError(f"{e} (--host, --grpc-port)") from None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    grpc_server = await grpc_transport.start(service, args.host, args.grpc_port, token, tls) if args.grpc_port else None
     http_server = None
-    if args.http_port:
-        app = http_transport.create_app(service, token)
+    if http_socket is not None:
+        app = http_transport.create_app(service, token, protect_docs=args.protect_docs)
         http_server = _http_server(uvicorn.Config(
-            app, host=args.host, port=args.http_port, log_level="warning", access_log=False, lifespan="off",
+            app, log_level="warning", access_log=False, lifespan="off",
             ssl_certfile=args.tls_cert, ssl_keyfile=args.tls_key, timeout_graceful_shutdown=3,
         ))
-        http_task = asyncio.ensure_future(http_server.serve())
-    log.info("despina serve: gRPC on %s:%s, HTTP on %s:%s, disk cache %s, Redis %s, %d workers%s", args.host,
-             args.grpc_port or "-", args.host, args.http_port or "-", config.disk_dir or "off", config.redis_url or "off",
-             config.workers, ", TLS" if tls else "")
+        http_task = asyncio.ensure_future(http_server.serve(sockets=[http_socket]))
+    http_port = http_socket.getsockname()[1] if http_socket is not None else None
+    log.info("despina serve: gRPC on %s, HTTP on %s, disk cache %s, Redis %s, %d workers%s",
+             "off" if grpc_server is None else f"{args.host}:{grpc_port}",
+             "off" if http_port is None else f"{args.host}:{http_port}", config.disk_dir or "off",
+             config.redis_url or "off", config.workers, ", TLS" if tls else "")
     await stop.wait()
     log.info("shutting down")
     if http_server is not None:

@@ -36,8 +36,10 @@ class Metrics:
         self.disk_errors = Counter("despina_disk_errors", "Disk-tier reads or writes that failed (the daemon went on without them).",
                                    ["op"], registry=r)
         self.workers_replaced = Counter("despina_workers_replaced", "Compile workers that crashed or timed out and were replaced.", registry=r)
-        self.executes = Counter("despina_executes", "Execute requests that reached the GPU worker, by outcome: ok, error (the"
-                                " launch refused, the worker alive), fault, timeout, crash.", ["outcome"], registry=r)
+        self.executes = Counter("despina_executes", "Execute requests by outcome: refused (turned away before the GPU"
+                                " ran anything: a bad argument, no GPU on this host, a compile error), and for those that"
+                                " reached the GPU worker ok, error (the launch refused, the worker alive), fault, timeout,"
+                                " crash.", ["outcome"], registry=r)
         self.gpu_workers = Counter("despina_gpu_workers_started", "GPU worker processes started for Execute.", registry=r)
         self.execute_seconds = Histogram(
             "despina_execute_seconds", "Time of one kernel on the GPU (launch to synchronize).",
@@ -49,7 +51,7 @@ class Metrics:
             self.corrupt.labels(tier)
         for image in IMAGE_FORMATS:
             self.images.labels(image)
-        for outcome in ("ok", "error", "fault", "timeout", "crash"):
+        for outcome in ("ok", "refused", "error", "fault", "timeout", "crash"):
             self.executes.labels(outcome)
 
     def exposition(self) -> bytes:

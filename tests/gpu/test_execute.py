@@ -43,7 +43,7 @@ class GrpcDaemon:
         self.port = free_port()
         self.url = f"grpc://127.0.0.1:{self.port}"
         self.log = workdir / f"daemon-{self.port}.log"
-        args = ["serve", "--grpc-port", str(self.port), "--http-port", "0", "--host", "127.0.0.1", "--workers", "1",
+        args = ["serve", "--grpc-port", str(self.port), "--http-port", "off", "--host", "127.0.0.1", "--workers", "1",
                 "--no-disk-cache", *extra]
         cmd = [sys.executable, "-c", "from despina.cli import main; main()", *args]
         env = {k: v for k, v in os.environ.items() if not k.startswith("DESPINA_SERVER")}
