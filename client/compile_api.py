@@ -19,12 +19,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from despina.compiler.ir.core import Module
-from despina.compiler.passes.pipeline import run_pipeline
 from despina.language.core import constexpr
 
-from .frontend.codegen import generate_module
-from .jit import JITFunction
+from .jit import JITFunction, build_module
 from .signature import Entry, Signature, SignatureError, bind
 
 _INSPECT_NO_SASS = "no SASS: nvdisasm was not found; install it with `pip install nvidia-cuda-nvdisasm`"
@@ -136,12 +133,6 @@ def specialize(fn: JITFunction, signature: Signature, constexprs: Mapping[str, A
     return params, attrs, entries, consts
 
 
-def build_module(fn: JITFunction, params: list[tuple[str, Any]], attrs: dict[str, Any], debug: bool) -> Module:
-    """The optimized tile IR module, built as the JIT builds it."""
-    module, _ = generate_module(fn, params, debug, attrs)
-    return run_pipeline(module)
-
-
 def _prestart(target: str) -> None:
     """Start the backend's LLVM worker now, so that its start-up overlaps the frontend, the passes
     and the lowering (`isolate.prestart`)."""
@@ -178,7 +169,7 @@ def compile(
         options = dataclasses.replace(options, debug=debug)
     params, attrs, entries, consts = specialize(fn, signature, dict(constexprs or {}))
     attrs.update(num_warps=options.num_warps, num_stages=options.num_stages)
-    module = build_module(fn, params, attrs, options.debug)
+    module, _ = build_module(fn, params, attrs, options.debug)
     sig = tuple(str(e) for e in entries.values())
     # Ahead of time: a cubin for `target` whatever this host's driver (driver_version=0).
     got = remote.try_remote(module, options, target, driver_version=0)

@@ -18,6 +18,7 @@ from typing import Any, TypeVar, overload
 
 from despina.compiler.ir import types as _t
 from despina.compiler.ir.core import Module
+from despina.compiler.ir.verifier import VerificationError, verify
 from despina.compiler.passes.pipeline import run_pipeline
 from despina.language.core import constexpr, tensor, unwrap
 from despina.language.semantic import to_tensor
@@ -58,6 +59,19 @@ class Specialization:
     params: list[tuple[str, Any]]
     runtime_args: list[Any]
     attrs: dict[str, Any] = field(default_factory=dict)
+
+
+def build_module(fn: JITFunction, params: list[tuple[str, Any]], attrs: dict[str, Any], debug: bool
+                 ) -> tuple[Module, dict[str, Any]]:
+    """The optimized tile IR of `fn` for `params` and the globals it read, verified as a daemon
+    verifies what it receives, so that a kernel the daemon would refuse fails here the same way."""
+    module, used = generate_module(fn, params, debug, attrs)
+    module = run_pipeline(module)
+    try:
+        verify(module)
+    except VerificationError as exc:
+        raise VerificationError(f"kernel '{fn.__name__}': the IR failed verification: {exc}") from None
+    return module, used
 
 
 class JITFunction:
@@ -215,8 +229,7 @@ class JITFunction:
         """The optimized tile IR for `spec`, cached in memory by its key."""
         module = self.cache.get(spec.key)
         if module is None:
-            module, used = generate_module(self, spec.params, options.debug, spec.attrs)
-            module = run_pipeline(module)
+            module, used = build_module(self, spec.params, spec.attrs, options.debug)
             if set(used) - set(self.used_globals):
                 self.used_globals.update(used)
                 spec.key = spec.key[:-1] + (("g", tuple(sorted((k, repr(v)) for k, v in self._current_globals().items()))),)

@@ -116,7 +116,7 @@ def test_module_is_the_one_the_jit_builds():
     jit_ir = print_module(add_kernel.ir(spec, options))
     params, attrs, _, _ = specialize(add_kernel, SIG, {"BLOCK": 256})
     attrs.update(num_warps=4, num_stages=3)
-    assert print_module(build_module(add_kernel, params, attrs, debug=False)) == jit_ir
+    assert print_module(build_module(add_kernel, params, attrs, debug=False)[0]) == jit_ir
 
 
 def test_import_despina_does_not_import_llvmlite():

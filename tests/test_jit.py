@@ -298,3 +298,55 @@ def test_top_level_helpers():
     assert despina.cdiv(17, 16) == 2 and despina.cdiv(16, 16) == 1
     assert isinstance(copy_kernel, despina.JITFunction) and copy_kernel.__name__ == "copy_kernel"
     assert issubclass(despina.CompilationError, Exception)
+
+
+# ---- the module the daemon would receive -----------------------------------------------------
+
+
+@despina.jit
+def float_extrema_kernel(x_ptr, out_ptr, seed, BLOCK: tl.constexpr, NAN: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs[:, None] * BLOCK + offs[None, :])
+    row = tl.max(x, 1) + tl.min(x, 1) + tl.reduce(x, 1, _float_max) + tl.max(tl.associative_scan(x, 1, _float_max), 1)
+    y = tl.maximum(row, 0.5, propagate_nan=NAN) + tl.minimum(row, 0.5, propagate_nan=NAN)
+    y += tl.clamp(row, -1.0, 1.0, propagate_nan=NAN) + tl.randn(seed, offs)
+    tl.store(out_ptr + offs, y)
+
+
+@despina.jit
+def _float_max(a, b):
+    return tl.maximum(a, b)
+
+
+@pytest.mark.parametrize("nan", [tl.PropagateNan.NONE, tl.PropagateNan.ALL])
+def test_float_extrema_pass_the_checks_of_a_daemon(nan):
+    """Every float max/min/clamp, a reduce and a scan with a float max combine, and tl.randn: the daemon
+    refused them all once ("attribute 'propagate_nan' must be bool, got 'none'"). The module must verify
+    here and again after the wire round trip the daemon decodes."""
+    from despina.compile_api import specialize
+    from despina.compiler.ir.codec import decode, encode
+    from despina.compiler.ir.printer import print_module
+    from despina.compiler.ir.verifier import verify
+
+    params, attrs, _, _ = specialize(float_extrema_kernel, "*fp32:16,*fp32:16,i32", {"BLOCK": 16, "NAN": nan})
+    module, _ = jit_module.build_module(float_extrema_kernel, params, attrs, False)
+    modes = {op.attrs.get("propagate_nan") for op in module.kernel.walk() if op.name in ("maximum", "minimum")}
+    assert modes == ({"none", nan} if nan == "all" else {"none"})
+    received = decode(encode(module))
+    verify(received)
+    assert print_module(received) == print_module(module)
+
+
+def test_the_in_process_path_verifies_what_a_daemon_would_refuse(monkeypatch):
+    from despina.compile_api import specialize
+    from despina.compiler.ir.verifier import VerificationError
+
+    def corrupt(module):
+        next(op for op in module.kernel.walk() if op.name == "load").attrs["cache"] = ".everywhere"
+        return module
+
+    monkeypatch.setattr(jit_module, "run_pipeline", corrupt)
+    params, attrs, _, _ = specialize(copy_kernel, "*fp32:16,*fp32:16,i32,fp32", {"BLOCK": 64})
+    with pytest.raises(VerificationError, match=r"kernel 'copy_kernel': the IR failed verification: function "
+                       r"'copy_kernel', op 'load' .* at .*test_jit.py:\d+:\d+: attribute 'cache' must be one of"):
+        jit_module.build_module(copy_kernel, params, attrs, False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from despina.compiler.ir import types as _t
+from despina.compiler.ir.ops import NAN_MODES
 
 from .core import builder, builtin, tensor, unwrap
 from .semantic import (
@@ -191,8 +192,8 @@ def _nan_mode(propagate_nan: Any) -> str:
 
 
 class PropagateNan:
-    NONE = "none"
-    ALL = "all"
+    NONE = NAN_MODES[0]
+    ALL = NAN_MODES[1]
 
 
 @builtin

@@ -5,12 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from despina.compiler.ir import types as _t
+from despina.compiler.ir.ops import CACHE_MODIFIERS, EVICTION_POLICIES
 
 from .core import builder, builtin, tensor, unwrap
 from .semantic import broadcast_shapes, broadcast_to, cast, to_tensor
-
-CACHE_MODIFIERS = ("", ".ca", ".cg", ".cv", ".cs", ".wb", ".wt")
-EVICTION_POLICIES = ("", "evict_normal", "evict_first", "evict_last")
 
 
 def _pointer(pointer: Any, what: str) -> tensor:

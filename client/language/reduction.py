@@ -7,6 +7,7 @@ from typing import Any
 
 from despina.compiler.ir import types as _t
 from despina.compiler.ir.core import Block
+from despina.compiler.ir.ops import DOT_PRECISIONS
 
 from . import arith
 from .core import builder, builtin, current, tensor, unwrap
@@ -193,9 +194,6 @@ def cumprod(input: Any, axis: Any = 0, reverse: bool = False) -> tensor:
     return _simple("cumprod", input, axis, False, arith.mul, scan=True, reverse=reverse)
 
 
-_PRECISIONS = ("tf32", "tf32x3", "ieee")
-
-
 @builtin
 def dot(input: Any, other: Any, acc: Any = None, input_precision: Any = None, allow_tf32: Any = None,
         max_num_imprecise_acc: Any = None, out_dtype: Any = _t.float32) -> tensor:
@@ -215,8 +213,8 @@ def dot(input: Any, other: Any, acc: Any = None, input_precision: Any = None, al
     precision = unwrap(input_precision)
     if precision is None:
         precision = "ieee" if unwrap(allow_tf32) is False else "tf32"
-    if precision not in _PRECISIONS:
-        raise ValueError(f"input_precision must be one of {_PRECISIONS}, got {precision!r}")
+    if precision not in DOT_PRECISIONS:
+        raise ValueError(f"input_precision must be one of {DOT_PRECISIONS}, got {precision!r}")
     if not elem.is_fp32():
         precision = "ieee"
     out = _t.int32 if elem.is_int() else unwrap(out_dtype)

@@ -11,6 +11,7 @@ from typing import Any
 
 from despina.compiler.ir import types as _t
 from despina.compiler.ir.core import Value
+from despina.compiler.ir.ops import ROUNDINGS
 
 from .core import builder, tensor, unwrap
 
@@ -191,7 +192,7 @@ def cast(x: Any, to: _t.ElemType, bitcast: bool = False, fp_downcast_rounding: s
         raise TypeError(f"pointers cast only to and from int64, not {to if src.is_ptr() else src}")
     attrs: dict[str, Any] = {"to": to}
     if fp_downcast_rounding is not None:
-        if fp_downcast_rounding not in ("rtne", "rtz"):
+        if fp_downcast_rounding not in ROUNDINGS:
             raise ValueError(f"fp_downcast_rounding must be 'rtne' or 'rtz', got {fp_downcast_rounding!r}")
         attrs["rounding"] = fp_downcast_rounding
     return tensor(b.create("cast", [x.handle], attrs).result)

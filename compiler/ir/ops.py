@@ -1,16 +1,19 @@
-"""The op catalogue: every tile-IR op with its type rule.
+"""The op catalogue: every tile-IR op with its attribute schema and its type rule.
 
 A rule takes the operand types, the attributes and the regions and returns the result types,
-raising `IRError` when the op is malformed. The builder, the parser and the verifier all type
-ops through this one table, so an op's contract is written once.
+raising `IRError` when the op is malformed. `infer` checks the attributes against the op's schema
+(`attrs.Attr`: the kinds and values each may hold, which ones are required) before the rule runs.
+The builder, the parser and the verifier (which the daemon runs on every module the codec
+decodes) all type ops through this one table, so an op's contract is written once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+from .attrs import Attr, attrs_error, enum, optional, required
 from .core import Block, IRError
 from .types import PointerType, ScalarType, TileType, Type, elem_of, int1, int32, shape_of, with_elem, with_shape
 
@@ -21,7 +24,7 @@ Rule = Callable[[Sequence[Type], dict[str, Any], Sequence[Block]], list[Type]]
 class OpDef:
     name: str
     rule: Rule
-    attrs: tuple[str, ...] = ()
+    attrs: Mapping[str, Attr] = field(default_factory=dict)
     num_regions: int = 0
     terminator: bool = False
     side_effects: bool = False
@@ -30,8 +33,8 @@ class OpDef:
 OPS: dict[str, OpDef] = {}
 
 
-def _define(name: str, rule: Rule, attrs: tuple[str, ...] = (), **kw: Any) -> None:
-    OPS[name] = OpDef(name, rule, attrs, **kw)
+def _define(name: str, rule: Rule, attrs: Mapping[str, Attr] | None = None, **kw: Any) -> None:
+    OPS[name] = OpDef(name, rule, dict(attrs or {}), **kw)
 
 
 def _arity(types: Sequence[Type], n: int, name: str) -> None:
@@ -100,10 +103,7 @@ def _yield_types(block: Block, name: str) -> list[Type]:
 
 def _constant(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
     _arity(t, 0, "constant")
-    ty = _type_attr(a, "type")
-    if not isinstance(a.get("value"), (bool, int, float)):
-        raise IRError(f"'constant' value must be a bool, int or float, got {a.get('value')!r}")
-    return [ty]
+    return [_type_attr(a, "type")]
 
 
 def _grid_index(name: str) -> Rule:
@@ -124,10 +124,10 @@ def _arange(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Ty
     return [TileType((end - start,), int32)]
 
 
-_define("constant", _constant, ("value", "type"))
-_define("program_id", _grid_index("program_id"), ("axis",))
-_define("num_programs", _grid_index("num_programs"), ("axis",))
-_define("arange", _arange, ("start", "end"))
+_define("constant", _constant, {"value": required("bool", "int", "float"), "type": required("type")})
+_define("program_id", _grid_index("program_id"), {"axis": required("int")})
+_define("num_programs", _grid_index("num_programs"), {"axis": required("int")})
+_define("arange", _arange, {"start": required("int"), "end": required("int")})
 
 # ---- shape ops ------------------------------------------------------------------------------
 
@@ -197,11 +197,11 @@ def _split(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Typ
     return [out, out]
 
 
-_define("splat", _splat, ("shape",))
-_define("broadcast", _broadcast, ("shape",))
-_define("expand_dims", _expand_dims, ("axis",))
-_define("reshape", _reshape, ("shape", "can_reorder"))
-_define("trans", _trans, ("perm",))
+_define("splat", _splat, {"shape": required("ints")})
+_define("broadcast", _broadcast, {"shape": required("ints")})
+_define("expand_dims", _expand_dims, {"axis": required("int")})
+_define("reshape", _reshape, {"shape": required("ints"), "can_reorder": optional("bool")})
+_define("trans", _trans, {"perm": required("ints")})
 _define("cat", _cat)
 _define("join", _join)
 _define("split", _split)
@@ -214,6 +214,8 @@ ARITH_BINARY = ("add", "sub", "mul", "rem", "maximum", "minimum")
 FLOAT_BINARY = ("div", "div_rn", "fdiv", "pow")
 INT_BINARY = ("floordiv", "and", "or", "xor", "shl", "shr", "umulhi")
 CMP_PREDICATES = ("eq", "ne", "lt", "le", "gt", "ge")
+NAN_MODES = ("none", "all")  # maximum/minimum: NaN operands ignored where possible, or propagated
+ROUNDINGS = ("rtne", "rtz")  # float downcasts
 
 
 def _unary(kind: str, name: str) -> Rule:
@@ -251,8 +253,6 @@ def _not(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]
 def _cmp(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
     _arity(t, 2, "cmp")
     ty = _same(t, "cmp")
-    if a.get("pred") not in CMP_PREDICATES:
-        raise IRError(f"'cmp' predicate must be one of {', '.join(CMP_PREDICATES)}, got {a.get('pred')!r}")
     return [with_elem(ty, int1)]
 
 
@@ -288,17 +288,17 @@ for _n in FLOAT_UNARY:
 for _n in ANY_UNARY:
     _define(_n, _unary("any", _n))
 for _n in ARITH_BINARY:
-    _define(_n, _binary("any", _n), ("propagate_nan",) if _n in ("maximum", "minimum") else ())
+    _define(_n, _binary("any", _n), {"propagate_nan": enum(*NAN_MODES)} if _n in ("maximum", "minimum") else None)
 for _n in FLOAT_BINARY:
-    _define(_n, _binary("float", _n), ("ieee_rounding",) if _n == "fdiv" else ())
+    _define(_n, _binary("float", _n), {"ieee_rounding": optional("bool")} if _n == "fdiv" else None)
 for _n in INT_BINARY:
     _define(_n, _binary("int", _n))
 _define("not", _not)
-_define("cmp", _cmp, ("pred",))
+_define("cmp", _cmp, {"pred": enum(*CMP_PREDICATES, required=True)})
 _define("select", _select)
 _define("fma", _fma)
-_define("cast", _cast, ("to", "rounding"))
-_define("bitcast", _bitcast, ("to",))
+_define("cast", _cast, {"to": required("type"), "rounding": enum(*ROUNDINGS, nullable=True)})
+_define("bitcast", _bitcast, {"to": required("type")})
 
 # ---- memory ---------------------------------------------------------------------------------
 
@@ -344,22 +344,16 @@ def _store(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Typ
     return []
 
 
+CACHE_MODIFIERS = ("", ".ca", ".cg", ".cv", ".cs", ".wb", ".wt")
+EVICTION_POLICIES = ("", "evict_normal", "evict_first", "evict_last")
 ATOMIC_KINDS = ("add", "fadd", "max", "min", "umax", "umin", "and", "or", "xor", "xchg")
 MEM_SEMANTICS = ("relaxed", "acquire", "release", "acq_rel")
 MEM_SCOPES = ("cta", "gpu", "sys")
 
 
-def _atomic_attrs(a: dict[str, Any], name: str) -> None:
-    if a.get("sem") not in MEM_SEMANTICS or a.get("scope") not in MEM_SCOPES:
-        raise IRError(f"'{name}' needs sem in {MEM_SEMANTICS} and scope in {MEM_SCOPES}, got {a}")
-
-
 def _atomic_rmw(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
     if len(t) not in (2, 3):
         raise IRError(f"'atomic_rmw' takes a pointer, a value and an optional mask, got {len(t)} operands")
-    if a.get("kind") not in ATOMIC_KINDS:
-        raise IRError(f"'atomic_rmw' kind must be one of {ATOMIC_KINDS}, got {a.get('kind')!r}")
-    _atomic_attrs(a, "atomic_rmw")
     if _pointee(t[0], "atomic_rmw") != t[1]:
         raise IRError(f"'atomic_rmw' value must be {_pointee(t[0], 'atomic_rmw')}, got {t[1]}")
     if len(t) == 3:
@@ -369,20 +363,24 @@ def _atomic_rmw(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> lis
 
 def _atomic_cas(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
     _arity(t, 3, "atomic_cas")
-    _atomic_attrs(a, "atomic_cas")
     out = _pointee(t[0], "atomic_cas")
     if t[1] != out or t[2] != out:
         raise IRError(f"'atomic_cas' compare and value must be {out}, got {t[1]}, {t[2]}")
     return [out]
 
 
+_CACHING = {"cache": enum(*CACHE_MODIFIERS, nullable=True), "evict": enum(*EVICTION_POLICIES, nullable=True)}
+_ORDERING = {"sem": enum(*MEM_SEMANTICS, required=True), "scope": enum(*MEM_SCOPES, required=True)}
 _define("addptr", _addptr)
-_define("load", _load, ("cache", "evict", "volatile"), side_effects=False)
-_define("store", _store, ("cache", "evict"), side_effects=True)
-_define("atomic_rmw", _atomic_rmw, ("kind", "sem", "scope"), side_effects=True)
-_define("atomic_cas", _atomic_cas, ("sem", "scope"), side_effects=True)
+_define("load", _load, {**_CACHING, "volatile": optional("bool")}, side_effects=False)
+_define("store", _store, _CACHING, side_effects=True)
+_define("atomic_rmw", _atomic_rmw, {"kind": enum(*ATOMIC_KINDS, required=True), **_ORDERING}, side_effects=True)
+_define("atomic_cas", _atomic_cas, _ORDERING, side_effects=True)
 
 # ---- dot, reductions, scans -----------------------------------------------------------------
+
+
+DOT_PRECISIONS = ("tf32", "tf32x3", "ieee")
 
 
 def _dot(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
@@ -415,9 +413,11 @@ def _combine(name: str, t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]
     return [with_shape(s, out_shape) for s in scalars]
 
 
-_define("dot", _dot, ("input_precision", "max_num_imprecise_acc"))
-_define("reduce", lambda t, a, r: _combine("reduce", t, a, r, True), ("axis",), num_regions=1)
-_define("scan", lambda t, a, r: _combine("scan", t, a, r, False), ("axis", "reverse"), num_regions=1)
+_define("dot", _dot, {"input_precision": enum(*DOT_PRECISIONS, nullable=True),
+                     "max_num_imprecise_acc": optional("int", "none")})
+_define("reduce", lambda t, a, r: _combine("reduce", t, a, r, True), {"axis": required("int")}, num_regions=1)
+_define("scan", lambda t, a, r: _combine("scan", t, a, r, False), {"axis": required("int"), "reverse": optional("bool")},
+        num_regions=1)
 
 # ---- control flow ---------------------------------------------------------------------------
 
@@ -477,13 +477,13 @@ def _call(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type
     return list(results)
 
 
-_define("for", _for, ("num_stages", "loop_unroll_factor"), num_regions=1)
+_define("for", _for, {"num_stages": optional("int", "none"), "loop_unroll_factor": optional("int", "none")}, num_regions=1)
 _define("if", _if, num_regions=2)
 _define("while", _while, num_regions=2)
 _define("yield", lambda t, a, r: [], terminator=True)
 _define("condition", _condition, terminator=True)
 _define("return", lambda t, a, r: [], terminator=True)
-_define("call", _call, ("callee", "results"), side_effects=True)
+_define("call", _call, {"callee": required("str"), "results": optional("types")}, side_effects=True)
 
 # ---- hints and debugging --------------------------------------------------------------------
 
@@ -516,10 +516,10 @@ def _device_assert(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> 
 
 
 for _n in ("multiple_of", "max_contiguous", "max_constancy"):
-    _define(_n, _hint(_n), ("values",))
+    _define(_n, _hint(_n), {"values": required("ints")})
 _define("assume", _assume, side_effects=True)
-_define("device_print", lambda t, a, r: [], ("prefix", "hex"), side_effects=True)
-_define("device_assert", _device_assert, ("msg",), side_effects=True)
+_define("device_print", lambda t, a, r: [], {"prefix": optional("str"), "hex": optional("bool")}, side_effects=True)
+_define("device_assert", _device_assert, {"msg": optional("str")}, side_effects=True)
 _define("barrier", lambda t, a, r: [], side_effects=True)
 
 
@@ -530,4 +530,6 @@ def infer(name: str, operand_types: Sequence[Type], attrs: dict[str, Any], regio
         raise IRError(f"unknown op '{name}'")
     if len(regions) != opdef.num_regions and name not in ("if", "while"):
         raise IRError(f"'{name}' takes {opdef.num_regions} regions, got {len(regions)}")
+    if err := attrs_error(opdef.attrs, attrs):
+        raise IRError(f"op '{name}': {err}")
     return opdef.rule(operand_types, attrs, regions)

@@ -1,9 +1,9 @@
 """The verifier: a module is well formed, well typed and within limits, or `VerificationError` says why.
 
 The daemon receives modules over the network, so nothing about the input is trusted: every op
-is typed again through `ops.infer`, every attribute's kind is checked before a type rule sees it,
-every operand must be in scope, and sizes are bounded so a hostile module cannot exhaust the
-compiler. Passes call it between stages too, so a broken rewrite is caught where it happens.
+is typed again through `ops.infer`, every attribute is checked against its op's schema (`ops.OPS`)
+before a type rule sees it, every operand must be in scope, and sizes are bounded so a hostile
+module cannot exhaust the compiler. Passes call it between stages too, so a broken rewrite is caught where it happens.
 
     verify(module)   # None, or VerificationError("function 'k', op 'add' (op 3 > region 0 > op 1): ...")
 """
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
 from typing import Any
 
+from .attrs import attrs_error
 from .core import IR_VERSION, Block, Function, IRError, Loc, Module, Op, Value
 from .ops import OPS, OpDef, infer
 from .types import SCALAR_NAMES, PointerType, ScalarType, TileType, Type, elem_of
@@ -53,59 +53,6 @@ def _is_int(v: Any) -> bool:
 
 def _is_type(v: Any) -> bool:
     return isinstance(v, (ScalarType, PointerType, TileType))
-
-
-def _is_ints(v: Any) -> bool:
-    return isinstance(v, (list, tuple)) and all(_is_int(x) for x in v)
-
-
-def _is_types(v: Any) -> bool:
-    return isinstance(v, (list, tuple)) and all(_is_type(x) for x in v)
-
-
-# What each attribute holds, by attribute name (names mean the same on every op that has them).
-_KINDS: dict[str, Callable[[Any], bool]] = {
-    "int": _is_int,
-    "float": lambda v: isinstance(v, float),
-    "bool": lambda v: isinstance(v, bool),
-    "str": lambda v: isinstance(v, str),
-    "none": lambda v: v is None,
-    "type": _is_type,
-    "ints": _is_ints,
-    "types": _is_types,
-}
-ATTR_KINDS: dict[str, tuple[str, ...]] = {
-    "value": ("bool", "int", "float"),
-    "type": ("type",),
-    "axis": ("int",),
-    "start": ("int",),
-    "end": ("int",),
-    "shape": ("ints",),
-    "can_reorder": ("bool",),
-    "perm": ("ints",),
-    "propagate_nan": ("bool",),
-    "ieee_rounding": ("bool",),
-    "pred": ("str",),
-    "to": ("type",),
-    "rounding": ("str", "none"),
-    "cache": ("str", "none"),
-    "evict": ("str", "none"),
-    "volatile": ("bool",),
-    "kind": ("str",),
-    "sem": ("str",),
-    "scope": ("str",),
-    "input_precision": ("str", "none"),
-    "max_num_imprecise_acc": ("int", "none"),
-    "reverse": ("bool",),
-    "num_stages": ("int", "none"),
-    "loop_unroll_factor": ("int", "none"),
-    "callee": ("str",),
-    "results": ("types",),
-    "values": ("ints",),
-    "prefix": ("str",),
-    "hex": ("bool",),
-    "msg": ("str",),
-}
 
 
 def type_error(t: Any) -> str | None:
@@ -262,14 +209,10 @@ class _Verifier:
         for key, value in attrs.items():
             if not isinstance(key, str) or not NAME.fullmatch(key) or len(key) > MAX_STRING:
                 raise self.fail(f"{what} name {key!r} is not an identifier", op)
-            if opdef is not None and key not in opdef.attrs:
-                allowed = ", ".join(opdef.attrs) or "none"
-                raise self.fail(f"unknown attribute '{key}' (allowed: {allowed})", op)
             if err := attr_error(value):
                 raise self.fail(f"{what} '{key}': {err}", op)
-            kinds = ATTR_KINDS.get(key, ()) if opdef is not None else ()
-            if kinds and not any(_KINDS[k](value) for k in kinds):
-                raise self.fail(f"attribute '{key}' must be {' or '.join(kinds)}, got {value!r}", op)
+        if opdef is not None and (err := attrs_error(opdef.attrs, attrs)):
+            raise self.fail(err, op)
 
     def define(self, v: Any, owner: Any, index: int, scope: set[int], op: Op | None) -> None:
         if not isinstance(v, Value) or v.owner is not owner or v.index != index:

@@ -250,7 +250,7 @@ class _Gen:
         if name == "cmp":
             attrs["pred"] = self.choice(ops.CMP_PREDICATES)
         elif name in ("maximum", "minimum") and self.flip():
-            attrs["propagate_nan"] = self.flip()
+            attrs["propagate_nan"] = self.choice(ops.NAN_MODES)
         elif name == "fdiv" and self.flip():
             attrs["ieee_rounding"] = self.flip()
         operands = [v, self.value_of(v.type)] + ([self.value_of(v.type)] if name == "fma" else [])

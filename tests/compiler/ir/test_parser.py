@@ -41,7 +41,7 @@ func @add_kernel(%2: ptr<fp32>, %3: int32) kernel {names = ["x_ptr", "n"]} loc("
   %17 = reduce(%12) {axis = 0} (
     {
     ^(%18: fp32, %19: fp32):
-      %20 = maximum(%18, %19) {propagate_nan = true} : fp32
+      %20 = maximum(%18, %19) {propagate_nan = "all"} : fp32
       yield(%20)
     }
   ) : fp32

@@ -29,7 +29,7 @@ def _minmax(ctx: Lowering, op: Op, x: ir.Value, y: ir.Value) -> ir.Value:
     e, b = _scalar(op), ctx.b
     is_max = op.name == "maximum"
     if e.is_floating():
-        nan = op.attrs.get("propagate_nan") in (True, "all", "ALL")
+        nan = op.attrs.get("propagate_nan") == "all"
         name = ("llvm.maximum" if is_max else "llvm.minimum") if nan else ("llvm.maxnum" if is_max else "llvm.minnum")
         return ctx.call(f"{name}.{_suffix(x.type)}", x.type, [x, y])
     cmp = b.icmp_signed if e.is_int_signed() and not e.is_bool() else b.icmp_unsigned

@@ -99,7 +99,7 @@ def test_fp16_rows_load_eight_halves_per_access() -> None:
 def test_cache_modifiers_and_eviction() -> None:
     k = KernelBuilder("cached", [("x", f32p), ("y", f32p)])
     offs = k.arange(0, 512)
-    v = k.load(k.ptrs(k["x"], offs), cache="cg")
+    v = k.load(k.ptrs(k["x"], offs), cache=".cg")
     w = k.load(k.ptrs(k["y"], offs), evict="evict_last")
     k.store(k.ptrs(k["y"], offs), k.bin("add", v, w), cache=".cs", evict="evict_first")
     k.store(k.ptrs(k["x"], offs), v, evict="evict_first")
