@@ -1,8 +1,10 @@
 """The kernel language: `import despina.language as tl`, with Triton's names and semantics."""
 
+from . import math
 from .arith import (
     PropagateNan,
     abs,
+    add,
     cdiv,
     ceil,
     clamp,
@@ -18,10 +20,13 @@ from .arith import (
     log2,
     maximum,
     minimum,
+    mul,
     rsqrt,
     sigmoid,
     sin,
     sqrt,
+    sqrt_rn,
+    sub,
     umulhi,
     where,
 )
@@ -39,6 +44,7 @@ from .core import (
     int16,
     int32,
     int64,
+    pi32_t,
     pointer_type,
     tensor,
     uint8,
@@ -59,6 +65,7 @@ from .debug import (
     static_print,
     static_range,
 )
+from .indexing import bitonic_merge, flip, gather, histogram, sort, swizzle2d, topk
 from .memory import (
     atomic_add,
     atomic_and,
@@ -72,7 +79,18 @@ from .memory import (
     store,
 )
 from .program import num_programs, program_id
-from .random import rand, rand4x, randint, randint4x, randn, randn4x
+from .random import (
+    pair_uniform_to_normal,
+    philox,
+    philox_impl,
+    rand,
+    rand4x,
+    randint,
+    randint4x,
+    randn,
+    randn4x,
+    uint_to_uniform_float,
+)
 from .reduction import (
     argmax,
     argmin,
@@ -83,9 +101,12 @@ from .reduction import (
     max,
     min,
     reduce,
+    reduce_or,
+    softmax,
     sum,
     xor_sum,
 )
+from .shape import MAX_TILE_NUMEL as TRITON_MAX_TENSOR_NUMEL
 from .shape import (
     arange,
     broadcast,
@@ -94,6 +115,7 @@ from .shape import (
     expand_dims,
     full,
     full_like,
+    interleave,
     join,
     permute,
     ravel,

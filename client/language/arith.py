@@ -253,6 +253,15 @@ ceil = _math("ceil", "Smallest integer not below x, elementwise.")
 
 
 @builtin
+def sqrt_rn(x: Any) -> tensor:
+    """Square root rounded to nearest even (IEEE), elementwise; `sqrt` may be approximate."""
+    x = to_tensor(x)
+    if scalar_elem(x, "sqrt_rn") not in (_t.float32, _t.float64):
+        raise TypeError(f"sqrt_rn needs fp32 or fp64 values, got {x.dtype}; convert them with .to(tl.float32)")
+    return elementwise("sqrt_rn", x)
+
+
+@builtin
 def sigmoid(x: Any) -> tensor:
     x = _float_operand(x, "sigmoid")
     return truediv(1.0, add(1.0, exp(neg(x))))

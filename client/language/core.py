@@ -31,6 +31,7 @@ float16 = _t.float16
 bfloat16 = _t.bfloat16
 float32 = _t.float32
 float64 = _t.float64
+pi32_t = pointer_type(int32)
 
 
 class constexpr:

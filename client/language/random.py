@@ -27,7 +27,9 @@ def _counter(x: Any, bits: int) -> tensor:
     return cast(t, uint, bitcast=True) if t.dtype != uint else t
 
 
-def philox_impl(c0: tensor, c1: tensor, c2: tensor, c3: tensor, k0: tensor, k1: tensor, n_rounds: int) -> tuple[tensor, ...]:
+@builtin
+def philox_impl(c0: tensor, c1: tensor, c2: tensor, c3: tensor, k0: tensor, k1: tensor,
+                n_rounds: int = N_ROUNDS_DEFAULT) -> tuple[tensor, ...]:
     uint = c0.dtype
     if not isinstance(uint, _t.ScalarType):
         raise TypeError(f"philox counters must be unsigned integers, got {c0.type}")
@@ -78,6 +80,7 @@ def randint(seed: Any, offset: Any, n_rounds: Any = N_ROUNDS_DEFAULT) -> tensor:
     return randint4x(seed, offset, n_rounds)[0]
 
 
+@builtin
 def uint_to_uniform_float(x: tensor) -> tensor:
     """Random uint32 (or uint64) bits to fp32 uniform in [0, 1)."""
     wide = x.dtype.primitive_bitwidth == 64
@@ -93,6 +96,7 @@ def rand(seed: Any, offset: Any, n_rounds: Any = N_ROUNDS_DEFAULT) -> tensor:
     return uint_to_uniform_float(randint(seed, offset, n_rounds))
 
 
+@builtin
 def pair_uniform_to_normal(u1: tensor, u2: tensor) -> tuple[tensor, tensor]:
     u1 = arith.maximum(1.0e-7, u1)
     th = arith.mul(6.283185307179586, u2)

@@ -124,6 +124,15 @@ def xor_sum(input: Any, axis: Any = None, keep_dims: bool = False) -> tensor:
     return _simple("xor_sum", t, axis, keep_dims, arith.xor_)
 
 
+@builtin
+def reduce_or(input: Any, axis: Any, keep_dims: bool = False) -> tensor:
+    """Bitwise or of the integer tile `input` along `axis`."""
+    t = to_tensor(input)
+    if not t.dtype.is_int():
+        raise TypeError(f"reduce_or needs an integer tile, got {t.type}")
+    return _simple("reduce_or", t, axis, keep_dims, arith.or_)
+
+
 def _arg_combine(is_max: bool, tie_break_left: bool) -> Combine:
     def combine(lhs: list[tensor], rhs: list[tensor]) -> list[tensor]:
         (av, ai), (bv, bi) = lhs, rhs
@@ -192,6 +201,15 @@ def cumsum(input: Any, axis: Any = 0, reverse: bool = False, dtype: Any = None) 
 @builtin
 def cumprod(input: Any, axis: Any = 0, reverse: bool = False) -> tensor:
     return _simple("cumprod", input, axis, False, arith.mul, scan=True, reverse=reverse)
+
+
+@builtin
+def softmax(x: Any, dim: Any = None, keep_dims: bool = False, ieee_rounding: bool = False) -> tensor:
+    """`exp(x - max) / sum(exp(x - max))` along `dim` (0 by default)."""
+    d = 0 if unwrap(dim) is None else dim
+    z = arith.sub(x, max(x, d, keep_dims=keep_dims))
+    num = arith.exp(z)
+    return arith.fdiv(num, sum(num, d, keep_dims=keep_dims), ieee_rounding)
 
 
 @builtin

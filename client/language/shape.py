@@ -189,6 +189,16 @@ def split(a: tensor) -> tuple[tensor, tensor]:
     return tensor(op.results[0]), tensor(op.results[1])
 
 
+@builtin
+def interleave(a: Any, b: Any) -> tensor:
+    """The elements of `a` and `b` alternating along the last dimension: `tl.join(a, b)` reshaped to
+    twice `a`'s last extent (two scalars give a tile of 2)."""
+    c = join(a, b)
+    if len(c.shape) == 1:
+        return c
+    return reshape(c, c.shape[:-2] + (2 * c.shape[-2],))
+
+
 def getitem(x: tensor, index: Any) -> tensor:
     """`x[None, :]`-style indexing: `None` inserts a dimension, `:` keeps one."""
     items = list(index) if isinstance(index, tuple) else [index]

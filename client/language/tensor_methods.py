@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import arith, reduction, shape
+from . import arith, indexing, reduction, shape
 from .core import tensor, unwrap
 from .semantic import cast
 
@@ -54,7 +54,9 @@ _METHODS = {
     "reduce": reduction.reduce, "associative_scan": reduction.associative_scan, "xor_sum": reduction.xor_sum,
     "exp": arith.exp, "exp2": arith.exp2, "log": arith.log, "log2": arith.log2, "sqrt": arith.sqrt,
     "rsqrt": arith.rsqrt, "sin": arith.sin, "cos": arith.cos, "abs": arith.abs, "erf": arith.erf,
-    "floor": arith.floor, "ceil": arith.ceil, "sigmoid": arith.sigmoid,
+    "floor": arith.floor, "ceil": arith.ceil, "sigmoid": arith.sigmoid, "sqrt_rn": arith.sqrt_rn,
+    "cdiv": arith.cdiv, "flip": indexing.flip, "gather": indexing.gather, "histogram": indexing.histogram,
+    "sort": indexing.sort, "softmax": reduction.softmax, "reduce_or": reduction.reduce_or,
 }
 for _name, _fn in _METHODS.items():
     setattr(tensor, _name, _fn)

@@ -213,6 +213,7 @@ _FLOAT_UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "log": np.log,
     "log2": np.log2,
     "sqrt": np.sqrt,
+    "sqrt_rn": np.sqrt,
     "rsqrt": lambda x: np.reciprocal(np.sqrt(x)),
     "sin": np.sin,
     "cos": np.cos,

@@ -208,7 +208,7 @@ _define("split", _split)
 
 # ---- elementwise ----------------------------------------------------------------------------
 
-FLOAT_UNARY = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "erf", "floor", "ceil")
+FLOAT_UNARY = ("exp", "exp2", "log", "log2", "sqrt", "sqrt_rn", "rsqrt", "sin", "cos", "erf", "floor", "ceil")
 ANY_UNARY = ("neg", "abs")
 ARITH_BINARY = ("add", "sub", "mul", "rem", "maximum", "minimum")
 FLOAT_BINARY = ("div", "div_rn", "fdiv", "pow")
@@ -418,6 +418,39 @@ _define("dot", _dot, {"input_precision": enum(*DOT_PRECISIONS, nullable=True),
 _define("reduce", lambda t, a, r: _combine("reduce", t, a, r, True), {"axis": required("int")}, num_regions=1)
 _define("scan", lambda t, a, r: _combine("scan", t, a, r, False), {"axis": required("int"), "reverse": optional("bool")},
         num_regions=1)
+
+# ---- indexing: gather, histogram -----------------------------------------------------------
+
+
+def _gather(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
+    _arity(t, 2, "gather")
+    src, index = shape_of(t[0]), shape_of(t[1])
+    _scalar_of(t[0], "gather")
+    _int(t[1], "gather")
+    if not src or len(src) != len(index):
+        raise IRError(f"'gather' needs a source and an index tile of one rank, got {t[0]} and {t[1]}")
+    axis = _axis(a, len(src), "gather")
+    if any(s != i for d, (s, i) in enumerate(zip(src, index)) if d != axis):
+        raise IRError(f"'gather' index {t[1]} must match the source {t[0]} in every dimension but {axis}")
+    return [TileType(index, elem_of(t[0]))]
+
+
+def _histogram(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
+    if len(t) not in (1, 2):
+        raise IRError(f"'histogram' takes an input and an optional mask, got {len(t)} operands")
+    if len(shape_of(t[0])) != 1:
+        raise IRError(f"'histogram' needs a 1-D tile, got {t[0]}")
+    _int(t[0], "histogram")
+    if len(t) == 2:
+        _mask(t[0], t[1], "histogram")
+    bins = a.get("num_bins")
+    if not isinstance(bins, int) or isinstance(bins, bool) or bins <= 0:
+        raise IRError(f"'histogram' num_bins must be a positive integer, got {bins!r}")
+    return [TileType((bins,), int32)]
+
+
+_define("gather", _gather, {"axis": required("int")})
+_define("histogram", _histogram, {"num_bins": required("int")})
 
 # ---- control flow ---------------------------------------------------------------------------
 

@@ -7,6 +7,8 @@ from language.test_arith import *  # noqa: F403
 from language.test_conversions import *  # noqa: F403
 from language.test_core import *  # noqa: F403
 from language.test_debug import *  # noqa: F403
+from language.test_indexing import *  # noqa: F403
+from language.test_math import *  # noqa: F403
 from language.test_memory import *  # noqa: F403
 from language.test_program import *  # noqa: F403
 from language.test_random import *  # noqa: F403

@@ -24,7 +24,7 @@ from .linear import LinearLayout, log2, scalar_layout
 CONVERT = "convert_layout"
 
 SAME_LAYOUT = frozenset(
-    """exp exp2 log log2 sqrt rsqrt sin cos erf floor ceil neg abs add sub mul rem maximum minimum div div_rn
+    """exp exp2 log log2 sqrt sqrt_rn rsqrt sin cos erf floor ceil neg abs add sub mul rem maximum minimum div div_rn
     fdiv pow floordiv and or xor shl shr umulhi not cmp select fma cast bitcast addptr load store atomic_rmw
     atomic_cas multiple_of max_contiguous max_constancy device_assert broadcast scan""".split()
 )
@@ -191,6 +191,8 @@ class _Assigner:
             self.prefer(op.operands[0])
         if name in SAME_LAYOUT:
             self.same(op, list(range(len(op.operands))), op.results)
+        elif name == "gather":  # the result is laid out as its index; the source is read from shared memory
+            self.same(op, [1], op.results)
         elif name == "expand_dims" and isinstance(op.operands[0].type, TileType):
             self.slice_edge(op, 0, self.cls(op.result), op.attrs["axis"])
         elif name == "reduce":

@@ -336,3 +336,9 @@ def _trans(a: AxisAnalysis, op: Op, ins: list[AxisInfo]) -> AxisInfo:
     return AxisInfo(
         tuple(x.contig[p] for p in perm), tuple(x.div[p] for p in perm), tuple(x.const[p] for p in perm), x.value
     )
+
+
+@rule("gather", "histogram")
+def _data_dependent(a: AxisAnalysis, op: Op, ins: list[AxisInfo]) -> AxisInfo:
+    # Values picked or counted at run time: nothing is known of their runs.
+    return unknown(op.result)

@@ -221,6 +221,19 @@ class _Gen:
             self.emit("join", [v, self.value_of(v.type)])
         return True
 
+    def g_gather_histogram(self, depth: int) -> bool:
+        v = self.pick(lambda v: isinstance(elem_of(v.type), ScalarType) and isinstance(v.type, TileType))
+        if v is None:
+            return False
+        shape = shape_of(v.type)
+        if len(shape) == 1 and elem_of(v.type).is_int() and self.flip():
+            mask = [self.value_of(TileType(shape, int1))] if self.flip() else []
+            self.emit("histogram", [v, *mask], {"num_bins": self.draw(st.integers(1, 64))})
+        else:
+            index = self.value_of(TileType(shape, self.choice([int32, int64])))
+            self.emit("gather", [v, index], {"axis": self.draw(st.integers(0, len(shape) - 1))})
+        return True
+
     def arith_operand(self) -> Value | None:
         """A value with scalar elements, floating-point ones half of the time when there are some."""
         v = (
@@ -428,7 +441,7 @@ class _Gen:
         return True
 
     flat_ops = [
-        g_constant, g_grid, g_arange, g_splat, g_broadcast, g_expand_dims, g_reshape, g_trans, g_cat_join_split,
+        g_constant, g_grid, g_arange, g_splat, g_broadcast, g_expand_dims, g_reshape, g_trans, g_cat_join_split, g_gather_histogram,
         g_unary, g_binary, g_select, g_cast, g_addptr, g_load, g_store, g_atomic, g_dot, g_misc, g_call,
     ]  # fmt: skip
     region_ops = [g_for, g_if, g_while, g_combine]

@@ -608,3 +608,37 @@ def test_result_count(monkeypatch: pytest.MonkeyPatch) -> None:
     fails(
         kernel(lambda b, a: b.create("split", [a[0]]), arg_types=[TileType((4, 2), float32)]), "has more than 1 results"
     )
+
+
+F8, I8, I16 = TileType((8,), float32), TileType((8,), int32), TileType((16,), int32)
+
+
+@pytest.mark.parametrize(
+    ("operand_types", "attrs", "message"),
+    [
+        ([F8, TileType((8,), float32)], {"axis": 0}, "'gather' needs an integer operand"),
+        ([F8, TileType((8, 2), int32)], {"axis": 0}, "'gather' needs a source and an index tile of one rank"),
+        ([TileType((8, 2), float32), TileType((4, 4), int32)], {"axis": 0}, "must match the source"),
+        ([F8, I8], {"axis": 1}, "'gather' axis 1 is out of range for rank 1"),
+        ([float32, int32], {"axis": 0}, "'gather' needs a source and an index tile of one rank"),
+        ([F8], {"num_bins": 4}, "'histogram' needs an integer operand"),
+        ([TileType((2, 4), int32)], {"num_bins": 4}, "'histogram' needs a 1-D tile"),
+        ([I8], {"num_bins": 0}, "num_bins must be a positive integer"),
+        ([I8, I8], {"num_bins": 4}, "'histogram' mask must be int1"),
+    ],
+)
+def test_gather_and_histogram_type_rules(operand_types: list[Type], attrs: dict[str, Any], message: str) -> None:
+    name = "gather" if "axis" in attrs else "histogram"
+
+    def build(b: Builder, a: list[Value]) -> None:
+        b.block.ops.append(Op(name, list(a), [I8], attrs))
+
+    fails(kernel(build, operand_types), message)
+
+
+def test_gather_and_histogram_result_types() -> None:
+    def build(b: Builder, a: list[Value]) -> None:
+        assert b.value("gather", [a[0], a[1]], axis=0).type == TileType((16,), float32)
+        assert b.value("histogram", [a[2]], num_bins=32).type == TileType((32,), int32)
+
+    verify(kernel(build, [F8, I16, I8]))

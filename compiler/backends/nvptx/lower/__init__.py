@@ -11,7 +11,7 @@ import llvmlite.ir as ir
 
 from ...gpuir import GpuFunction
 from ..target import Target
-from . import atomics, constants, control, debug, dot, elementwise, math, memory, reduce, scan, shapes  # noqa: F401
+from . import atomics, constants, control, debug, dot, elementwise, indexing, math, memory, reduce, scan, shapes  # noqa: F401
 from .context import Lowering
 from .registry import RULES, lowering
 

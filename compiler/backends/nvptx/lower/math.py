@@ -76,6 +76,16 @@ def transcendental(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
     return [out]
 
 
+@lowering("sqrt_rn")
+def sqrt_rn(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
+    # llvm.sqrt is IEEE round-to-nearest on NVPTX (sqrt.rn.f32 / sqrt.rn.f64).
+    e = elem_of(op.operands[0].type)
+    assert isinstance(e, ScalarType)
+    if e.is_fp64():
+        return [[ctx.call("llvm.sqrt.f64", f64, [x]) for x in args[0]]]
+    return [[cast_value(ctx, ctx.call("llvm.sqrt.f32", f32, [cast_value(ctx, x, e, float32)]), float32, e) for x in args[0]]]
+
+
 @lowering("floor", "ceil")
 def rounding(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
     return [[ctx.call(f"llvm.{op.name}.{_suffix(x.type)}", x.type, [x]) for x in args[0]]]
