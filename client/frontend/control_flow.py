@@ -3,7 +3,8 @@
 A dynamic construct traces each body into its own block with a copy of the scope; the names a
 body rebinds that existed before become the region's carried values (loop) or results (`if`).
 A Python number carried into a loop is materialized as a tensor; if the body changes its type
-(`acc = 0` then `acc += x_fp32`), the loop is traced again with the new type.
+(`acc = 0` then `acc += x_fp32`), the loop is traced again with the new type. A block pointer
+(`tl.make_block_ptr`) is carried as its offsets, the only part `tl.advance` changes.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from despina import language as tl
 from despina.compiler.ir import types as _t
 from despina.compiler.ir.core import Block, Value
+from despina.language.block_ptr import block_ptr
 from despina.language.core import tensor
 from despina.language.semantic import broadcast_to, cast, promote, to_tensor
 
@@ -51,6 +53,28 @@ def _has_tensor(value: Any) -> bool:
     if isinstance(value, (tuple, list)):
         return any(_has_tensor(v) for v in value)
     return isinstance(value, tensor)
+
+
+def _flat(value: Any) -> list[Any]:
+    """The run-time values a carried name holds: a block pointer's offsets, else the value itself."""
+    return list(value.offsets) if isinstance(value, block_ptr) else [value]
+
+
+def _rebuild(names: list[str], templates: dict[str, Any], values: Sequence[Any]) -> dict[str, Any]:
+    """`names` bound to `values` (as `_flat` lists them), block pointers rebuilt from `templates`."""
+    it = iter(values)
+    out: dict[str, Any] = {}
+    for n in names:
+        template = templates[n]
+        if isinstance(template, block_ptr):
+            out[n] = template.with_offsets([next(it) for _ in template.offsets])
+        else:
+            out[n] = next(it)
+    return out
+
+
+def _slot_names(names: list[str], scope: dict[str, Any]) -> list[str]:
+    return [f"{n}_offset{i}" if isinstance(scope[n], block_ptr) else n for n in names for i in range(len(_flat(scope[n])))]
 
 
 def _same_constexpr(a: Any, b: Any) -> bool:
@@ -131,6 +155,16 @@ class ControlFlow:
         else_values: list[Value] = []
         for n in names:
             a, b = then_scope.get(n, before.get(n)), else_scope.get(n, before.get(n))
+            if isinstance(a, block_ptr) or isinstance(b, block_ptr):
+                if not (isinstance(a, block_ptr) and isinstance(b, block_ptr) and a.same_frame(b)):
+                    raise self.error(node, f"'{n}' must be one block pointer after both branches of the `if` (they may "
+                                     "differ only by tl.advance); make it with tl.make_block_ptr before the `if`")
+                for oa, ob in zip(a.offsets, b.offsets):
+                    ta, tb = self._unify_branch_values(node, n, oa, ob, then_block, else_block)
+                    then_values.append(ta.handle)
+                    else_values.append(tb.handle)
+                results.append((n, a))
+                continue
             if not isinstance(a, tensor) and not isinstance(b, tensor):
                 if _same_constexpr(a, b):
                     results.append((n, a))
@@ -148,7 +182,10 @@ class ControlFlow:
         op = self.builder.create("if", [cond.handle], {}, [then_block, else_block])
         outs = iter(op.results)
         for n, value in results:
-            self.scope[n] = tensor(next(outs)) if value is None else value
+            if isinstance(value, block_ptr):
+                self.scope[n] = value.with_offsets([tensor(next(outs)) for _ in value.offsets])
+            else:
+                self.scope[n] = tensor(next(outs)) if value is None else value
         if then_returned and else_returned:
             self.returned = True
 
@@ -178,27 +215,28 @@ class ControlFlow:
 
     def _carried(self, body: Sequence[ast.stmt], exclude: str | None = None) -> list[str]:
         return [n for n in _assigned_names(body) if n != exclude and n in self.scope
-                and (isinstance(self.scope[n], tensor) or _is_number(self.scope[n]))]
+                and (isinstance(self.scope[n], (tensor, block_ptr)) or _is_number(self.scope[n]))]
 
     def _trace_loop(self, node: ast.AST, names: list[str], build: Any
                     ) -> tuple[list[tensor], list[tensor], Any]:
         """Materialize the carried `names`, call `build(inits)` (which traces the regions and
         returns the yielded tensors and its result) and retrace when a weak init changes type.
         Each retrace makes one more init strong, so this ends after at most len(names) + 1 traces."""
-        weak = {n: _is_number(self.scope[n]) for n in names}
-        inits = [to_tensor(self.scope[n]) for n in names]
+        slots = [(n, v) for n in names for v in _flat(self.scope[n])]
+        weak = [_is_number(v) for _, v in slots]
+        inits = [to_tensor(v) for _, v in slots]
         while True:
             outs, result = build(inits)
             changed = False
-            for i, (n, init, out) in enumerate(zip(names, inits, outs)):
+            for i, ((n, _), init, out) in enumerate(zip(slots, inits, outs)):
                 if out.type == init.type:
                     continue
-                if not weak[n]:
+                if not weak[i]:
                     raise self.error(node, f"'{n}' enters the loop as {init.type} but the body makes it {out.type}; "
                                      "give it that type before the loop (e.g. tl.zeros(..., dtype) or .to())")
                 dtype = promote(init.dtype, out.dtype) if isinstance(out.dtype, _t.ScalarType) else out.dtype  # type: ignore[arg-type]
                 inits[i] = broadcast_to(cast(init, dtype), out.shape)
-                weak[n] = False
+                weak[i] = False
                 changed = True
             if not changed:
                 return inits, outs, result
@@ -211,16 +249,23 @@ class ControlFlow:
             if n in self.scope and n not in names and n != induction and not _same_constexpr(self.scope[n], after[n]):
                 raise self.error(node, f"'{n}' changes inside a run-time loop but only tensors and numbers can be "
                                  "carried from one iteration to the next; unpack tuples into separate variables")
-        outs = []
+        outs: list[tensor] = []
         with self.builder.at(block):
-            for n, init in zip(names, inits):
-                value = after[n]
+            for n in names:
+                value, template = after[n], self.scope[n]
+                if isinstance(template, block_ptr) or isinstance(value, block_ptr):
+                    if not (isinstance(template, block_ptr) and template.same_frame(value)):
+                        raise self.error(node, f"'{n}' becomes another block pointer inside a run-time loop; only "
+                                         "tl.advance may change a block pointer there, make it with "
+                                         "tl.make_block_ptr before the loop")
+                    outs.extend(value.offsets)
+                    continue
+                init = inits[len(outs)]
                 outs.append(value if isinstance(value, tensor) else to_tensor(value, init.dtype))  # type: ignore[arg-type]
         return outs
 
     def _bind_outs(self, names: list[str], outs: Sequence[Value]) -> None:
-        for n, v in zip(names, outs):
-            self.scope[n] = tensor(v)
+        self.scope.update(_rebuild(names, self.scope, [tensor(v) for v in outs]))
 
     def visit_For(self, node: ast.For) -> None:
         if node.orelse:
@@ -276,11 +321,10 @@ class ControlFlow:
             attrs["loop_unroll_factor"] = int(rng.loop_unroll_factor)
 
         def build(inits: list[tensor]) -> tuple[list[tensor], Block]:
-            block = Block([ity] + [t.type for t in inits], [iv_name] + names)
+            block = Block([ity] + [t.type for t in inits], [iv_name] + _slot_names(names, self.scope))
             scope = dict(self.scope)
             scope[iv_name] = tensor(block.args[0])
-            for n, arg in zip(names, block.args[1:]):
-                scope[n] = tensor(arg)
+            scope.update(_rebuild(names, self.scope, [tensor(a) for a in block.args[1:]]))
             self.dynamic_depth += 1
             try:
                 after = self._trace_body(block, scope, node.body)
@@ -300,10 +344,10 @@ class ControlFlow:
 
         def build(inits: list[tensor]) -> tuple[list[tensor], tuple[Block, Block]]:
             types = [t.type for t in inits]
-            before, after = Block(types, names), Block(types, names)
+            slot_names = _slot_names(names, self.scope)
+            before, after = Block(types, slot_names), Block(types, slot_names)
             scope = dict(self.scope)
-            for n, arg in zip(names, before.args):
-                scope[n] = tensor(arg)
+            scope.update(_rebuild(names, self.scope, [tensor(a) for a in before.args]))
             saved_scope, saved_block = self.scope, self.builder.block
             self.scope, self.builder.block = scope, before
             try:
@@ -318,8 +362,7 @@ class ControlFlow:
             finally:
                 self.scope, self.builder.block = saved_scope, saved_block
             body_scope = dict(self.scope)
-            for n, arg in zip(names, after.args):
-                body_scope[n] = tensor(arg)
+            body_scope.update(_rebuild(names, self.scope, [tensor(a) for a in after.args]))
             self.dynamic_depth += 1
             try:
                 result = self._trace_body(after, body_scope, node.body)

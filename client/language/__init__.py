@@ -30,6 +30,7 @@ from .arith import (
     umulhi,
     where,
 )
+from .block_ptr import advance, make_block_ptr
 from .conversions import cast
 from .core import (
     bfloat16,

@@ -7,6 +7,7 @@ from typing import Any
 from despina.compiler.ir import types as _t
 from despina.compiler.ir.ops import CACHE_MODIFIERS, EVICTION_POLICIES
 
+from .block_ptr import block_ptr, padding, pointers
 from .core import builder, builtin, tensor, unwrap
 from .semantic import broadcast_shapes, broadcast_to, cast, to_tensor
 
@@ -36,10 +37,20 @@ def _check_option(value: Any, allowed: tuple[str, ...], what: str) -> str:
     return value
 
 
-def _unsupported(boundary_check: Any, padding_option: Any) -> None:
+def _no_block_options(boundary_check: Any, padding_option: Any) -> None:
     if unwrap(boundary_check) or unwrap(padding_option):
-        raise NotImplementedError("boundary_check and padding_option belong to block pointers, which are not supported "
-                                  "yet; load through a tile of pointers with a mask instead")
+        raise ValueError("boundary_check and padding_option belong to block pointers (tl.make_block_ptr); with a tile "
+                         "of pointers, pass a mask (and `other`) instead")
+
+
+def _block_pointer(pointer: Any, mask: Any, other: Any, what: str) -> block_ptr | None:
+    bp = unwrap(pointer)
+    if not isinstance(bp, block_ptr):
+        return None
+    if unwrap(mask) is not None or unwrap(other) is not None:
+        raise ValueError(f"{what} of a block pointer takes no mask or other; name the dimensions to check with "
+                         "boundary_check=(...) (and padding_option='zero' or 'nan' for loads)")
+    return bp
 
 
 @builtin
@@ -53,8 +64,19 @@ def load(
     eviction_policy: Any = "",
     volatile: Any = False,
 ) -> tensor:
-    """Load the values `pointer` points to; where `mask` is false, `other` (undefined if None)."""
-    _unsupported(boundary_check, padding_option)
+    """Load the values `pointer` points to; where `mask` is false, `other` (undefined if None).
+
+    `pointer` may be a block pointer (`tl.make_block_ptr`): then `boundary_check` names the dimensions
+    to keep inside the parent tensor, and `padding_option` ('zero', 'nan' or '': undefined) what the
+    elements outside read as."""
+    bp = _block_pointer(pointer, mask, other, "tl.load")
+    if bp is not None:
+        pointer, mask = pointers(bp, boundary_check)
+        other = padding(bp, padding_option)
+        if mask is None:
+            other = None
+    else:
+        _no_block_options(boundary_check, padding_option)
     p = _pointer(pointer, "tl.load")
     mask, other = unwrap(mask), unwrap(other)
     attrs = {
@@ -85,8 +107,17 @@ def store(
     cache_modifier: Any = "",
     eviction_policy: Any = "",
 ) -> None:
-    """Store `value` (cast to the pointee type) where `mask` is true."""
-    _unsupported(boundary_check, None)
+    """Store `value` (cast to the pointee type) where `mask` is true; through a block pointer, inside
+    the parent tensor along the dimensions `boundary_check` names."""
+    bp = _block_pointer(pointer, mask, None, "tl.store")
+    if bp is not None:
+        v = to_tensor(value)
+        if v.shape and v.shape != bp.block_shape:
+            raise ValueError(f"tl.store: the value's shape {list(v.shape)} is not the block pointer's block_shape "
+                             f"{list(bp.block_shape)}")
+        pointer, mask = pointers(bp, boundary_check)
+    else:
+        _no_block_options(boundary_check, None)
     p = _pointer(pointer, "tl.store")
     elem = _pointee(p)
     v = to_tensor(value, elem if isinstance(elem, _t.ScalarType) and not isinstance(unwrap(value), tensor) else None)

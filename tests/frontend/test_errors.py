@@ -832,7 +832,7 @@ def test_load_store_errors(trace):
     expect(compile_error(trace, eviction_kernel, X), "eviction_kernel", "eviction", "tl.store",
            "eviction_policy must be one of '', 'evict_normal', 'evict_first', 'evict_last', got 'never'")
     expect(compile_error(trace, boundary_check_kernel, X), "boundary_check_kernel", "boundary", "tl.load(x",
-           "boundary_check and padding_option belong to block pointers, which are not supported yet", "mask")
+           "boundary_check and padding_option belong to block pointers (tl.make_block_ptr)", "mask")
     expect(compile_error(trace, other_without_mask_kernel, X), "other_without_mask_kernel", "otherwithoutmask",
            "tl.load(x", "tl.load got `other` without a `mask`; pass the mask")
 

@@ -432,3 +432,26 @@ def test_barrier_and_assume() -> None:
     k.store(k["x"], k.cast(k["n"], float32))
     compiled = build(k.module())
     filecheck(ptx(compiled), "CHECK: bar.sync")
+
+
+@despina.jit
+def block_ptr_copy(x_ptr, y_ptr, M, N, stride_m, BM: tl.constexpr, BN: tl.constexpr):
+    src = tl.make_block_ptr(x_ptr, (M, N), (stride_m, 1), (tl.program_id(0) * BM, 0), (BM, BN), (1, 0))
+    dst = tl.make_block_ptr(y_ptr, (M, N), (stride_m, 1), (tl.program_id(0) * BM, 0), (BM, BN), (1, 0))
+    tl.store(dst, tl.load(src, boundary_check=(0,), padding_option="zero"), boundary_check=(0,))
+
+
+@despina.jit
+def pointer_copy(x_ptr, y_ptr, M, N, stride_m, BM: tl.constexpr, BN: tl.constexpr):
+    rows = tl.program_id(0) * BM + tl.arange(0, BM)[:, None]
+    offs = rows * stride_m + tl.arange(0, BN)[None, :]
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=rows < M, other=0.0), mask=rows < M)
+
+
+def test_block_pointers_load_and_store_as_vectors_like_tiles_of_pointers() -> None:
+    signature, meta = "*fp32:16,*fp32:16,i32,i32,i32:16", {"BM": 16, "BN": 64}
+    counts = []
+    for kernel in (block_ptr_copy, pointer_copy):
+        text = despina.compile(kernel, signature, meta).inspect_ptx()
+        counts.append((text.count("ld.global.v4.b32"), text.count("st.global.v4.b32"), text.count("ld.global.b32")))
+    assert counts[0] == counts[1] == (2, 2, 0), counts
