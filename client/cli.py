@@ -15,6 +15,7 @@ from collections.abc import Sequence
 COMMANDS: dict[str, str] = {
     "serve": "despina.server.main",
     "compile": "despina.cli_compile",
+    "cache": "despina.cli_cache",
 }
 
 

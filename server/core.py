@@ -31,9 +31,11 @@ from typing import Any
 
 from despina.compiler.ir.codec import IRDecodeError, decode
 from despina.compiler.ir.verifier import VerificationError, verify
+from despina.runtime import inventory
 
 from . import execute, images
 from .cache import STAGES, Entry, MemoryCache
+from .cache.admin import CacheAdmin
 from .cache.disk import DiskTier
 from .cache.redis_tier import RedisTier
 from .config import DEFAULT_EXECUTOR, ServiceConfig
@@ -133,6 +135,7 @@ class CompileService:
         if config.redis_url:
             self.redis = RedisTier(config.redis_url, self.metrics, config.redis_ttl_s, config.redis_timeout_s,
                                    config.redis_retry_s, config.lease_ms)
+        self.admin = CacheAdmin(self.memory, self.disk, self.redis)
         self.pool = CompilePool(config.workers, config.compiler, config.compile_timeout_s, self.metrics,
                                 config.worker_memory_bytes)
         # Execute's GPU worker, started by the first Execute. The host check (no /dev/nvidiactl, no
@@ -214,6 +217,7 @@ class CompileService:
             response = await self._respond(entry, tier, req.driver_version)
         except ServiceError as e:
             raise self._failed(e) from None
+        self.admin.used(response.key)
         self.metrics.answers.labels(tier).inc()
         self.metrics.images.labels(response.image_format).inc()
         return response
@@ -381,7 +385,7 @@ class CompileService:
             self.metrics.in_flight.dec()
         self.metrics.compiles.labels("ok").inc()
         metadata = dict(result["metadata"], target=req.target, num_warps=req.num_warps, num_stages=req.num_stages,
-                        compile_seconds=round(result["seconds"], 6))
+                        debug=req.debug, compile_seconds=round(result["seconds"], 6))
         entry = Entry(key, result["stages"], metadata)
         self.memory.put(entry)
         return entry
@@ -411,6 +415,12 @@ class CompileService:
             raise self._failed(NotFound(f"no kernel with key {key} in this daemon's cache"))
         return entry
 
+    async def describe(self, key: str) -> dict[str, Any]:
+        """One kernel as `kernels` lists it, with its metadata."""
+        self._count("describe")
+        entry = await self.entry(key)
+        return dict(self.admin.item(entry).to_json(), metadata=entry.metadata)
+
     async def get_artifact(self, key: str, stage: str) -> bytes:
         """One stage's output: text stages as UTF-8, the cubin as its bytes."""
         self._count("get_artifact")
@@ -421,9 +431,48 @@ class CompileService:
             raise self._failed(NotFound(f"kernel {key} has no '{stage}' stage (the backend did not produce one)"))
         return entry.stages[stage]
 
-    def recent(self, limit: int = 100) -> list[dict[str, Any]]:
+    async def kernels(self, name: str | None = None, target: str | None = None, since: str | None = None,
+                      limit: int = 100) -> list[dict[str, Any]]:
+        """The kernels of the memory and disk tiers, the most recently used first: `name` a glob, `target`
+        exact, `since` an age (30m, 7d) or an ISO 8601 time."""
         self._count("list")
-        return [e.summary() for e in self.memory.recent(limit)]
+        try:
+            used_since = self._when("since", since)
+            return [i.to_json() for i in await self.admin.listing(name, target, used_since, limit)]
+        except ServiceError as e:
+            raise self._failed(e) from None
+
+    async def delete(self, key: str) -> list[str]:
+        """Delete one kernel from memory, disk and Redis; the tiers that held it (`NotFound` for none)."""
+        self._count("delete")
+        try:
+            if not is_key(key):
+                raise InvalidArgument(f"{key[:80]!r} is not a cache key (64 lowercase hex digits)")
+            tiers = await self.admin.delete(key)
+            if not tiers:
+                raise NotFound(f"no kernel with key {key} in this daemon's cache")
+        except ServiceError as e:
+            raise self._failed(e) from None
+        return tiers
+
+    async def delete_unused(self, older_than: str, name: str | None = None, target: str | None = None) -> list[str]:
+        """Delete from memory and disk the kernels not used since `older_than` (an age or a time); their keys."""
+        self._count("delete")
+        try:
+            cutoff = self._when("older_than", older_than)
+            assert cutoff is not None
+            return await self.admin.delete_unused_since(cutoff, name, target)
+        except ServiceError as e:
+            raise self._failed(e) from None
+
+    @staticmethod
+    def _when(field: str, text: str | None) -> float | None:
+        if text is None:
+            return None
+        try:
+            return inventory.parse_when(text)
+        except ValueError as e:
+            raise InvalidArgument(f"{field}: {e}") from None
 
     # ---- Execute and Stats --------------------------------------------------------------------
 
@@ -469,6 +518,7 @@ class CompileService:
             if not ran:
                 self.metrics.executes.labels("refused").inc()
             raise self._failed(e) from None
+        self.admin.used(key)
         return ExecuteResponse(buffers, key, tier, float(result.get("seconds", 0.0)))
 
     async def _signature(self, key: str, ir: bytes) -> Signature:

@@ -33,6 +33,10 @@ class Unauthenticated(ServiceError):
     code, http_status = "UNAUTHENTICATED", 401
 
 
+class PermissionDenied(ServiceError):
+    code, http_status = "PERMISSION_DENIED", 403
+
+
 class Internal(ServiceError):
     code, http_status = "INTERNAL", 500
 

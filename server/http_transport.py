@@ -4,8 +4,12 @@
                                    metadata, tier, image_format (cubin, or ptx for an older driver)
     POST /v1/execute               a kernel (as /v1/compile takes it), grid and arguments (buffers base64) -> every
                                    buffer after the kernel ran on the daemon's GPU
-    GET  /v1/kernels               recently used kernels: name, target, sizes, key
-    GET  /v1/kernels/{key}         one kernel's metadata
+    GET  /v1/kernels               the kernels of the memory and disk tiers, the most recently used first: key,
+                                   name, target, options, sizes, hits, created and last use (ISO 8601);
+                                   ?name=GLOB&target=sm_90&since=7d&limit=100 (an unknown parameter is refused)
+    GET  /v1/kernels/{key}         one kernel, with its metadata
+    DELETE /v1/kernels/{key}       delete it from memory, disk and Redis (needs the daemon's token)
+    DELETE /v1/kernels?older_than=7d   delete from memory and disk those not used since (needs the token)
     GET  /v1/kernels/{key}/{stage} ir, gpuir, llir, ptx, sass as text; cubin as bytes
     GET  /v1/stats                 the counters /metrics exposes, as JSON
     GET  /healthz                  liveness
@@ -36,7 +40,15 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from . import auth, http_docs
 from .cache.entry import TEXT_STAGES
 from .core import CompileRequest, CompileService, ExecuteRequest
-from .errors import Internal, InvalidArgument, MethodNotAllowed, NotFound, ResourceExhausted, ServiceError
+from .errors import (
+    Internal,
+    InvalidArgument,
+    MethodNotAllowed,
+    NotFound,
+    PermissionDenied,
+    ResourceExhausted,
+    ServiceError,
+)
 from .execute import Argument, Buffer
 from .http_access import AccessLog, note
 
@@ -102,12 +114,26 @@ class KernelSummary(BaseModel):
     key: str
     name: str
     target: str
-    created: float
-    sizes: dict[str, int]
+    created: str = Field(description="When it was compiled, ISO 8601 in UTC.")
+    last_used: str = Field(description="When this daemon last answered with it (its disk file's time after a "
+                           "restart), ISO 8601 in UTC.")
+    hits: int = Field(description="Answers with it since this daemon started.")
+    options: dict[str, Any] = Field(description="num_warps, num_stages, debug.")
+    sizes: dict[str, int] = Field(description="Bytes of each stage: ir, gpuir, llir, ptx, sass, cubin.")
+    tiers: list[str] = Field(description="This daemon's tiers holding it: memory, disk.")
 
 
 class KernelInfo(KernelSummary):
     metadata: dict[str, Any]
+
+
+class DeletedKernel(BaseModel):
+    key: str
+    tiers: list[str] = Field(description="The tiers it was deleted from: memory, disk, redis.")
+
+
+class DeletedKernels(BaseModel):
+    deleted: list[str] = Field(description="The keys deleted from memory and disk, the least recently used first.")
 
 
 class ErrorDetail(BaseModel):
@@ -120,7 +146,7 @@ class ErrorReply(BaseModel):
 
 
 ERRORS: dict[int | str, dict[str, Any]] = {s: {"model": ErrorReply}
-                                           for s in (400, 401, 404, 409, 413, 422, 500, 501, 503, 504)}
+                                           for s in (400, 401, 403, 404, 409, 413, 422, 500, 501, 503, 504)}
 # Open without a token unless --protect-docs: probes, Prometheus and browsers need no credentials.
 OPEN = frozenset({"/healthz"})
 DOCS_AND_METRICS = frozenset({"/metrics"})
@@ -144,6 +170,17 @@ def _argument(i: int, a: ArgumentBody) -> Argument:
 
 def _error(e: ServiceError) -> JSONResponse:
     return JSONResponse({"error": {"code": e.code, "message": e.message}}, status_code=e.http_status)
+
+
+WHEN = "Kernels {} this: an age (30m, 12h, 7d) or an ISO 8601 time (2026-11-24T10:00:00Z)."
+
+
+def _only(request: Request, known: set[str]) -> None:
+    """Refuse query parameters the route does not take, rather than ignore them."""
+    unknown = sorted(set(request.query_params) - known)
+    if unknown:
+        raise InvalidArgument(f"{request.method} {request.url.path} takes no {', '.join(map(repr, unknown))}; it takes "
+                              f"{', '.join(sorted(known))}")
 
 
 def _validation_message(e: RequestValidationError) -> str:
@@ -177,6 +214,9 @@ class Guard:
         try:
             if not self._open(scope["path"]):
                 auth.check(headers.get(b"authorization", b"").decode("latin-1") or None, self.token)
+            if scope["method"] == "DELETE" and self.token is None:
+                raise PermissionDenied("deleting kernels needs a daemon started with --token-file (and that token):"
+                                       " an open daemon's cache cannot be emptied by whoever reaches it")
             length = headers.get(b"content-length")
             if length is not None and (not length.isdigit() or int(length) > self.max_bytes):
                 raise self._too_large(length.decode("latin-1"))
@@ -273,14 +313,34 @@ def create_app(service: CompileService, token: str | None = None, protect_docs: 
                                      for b in r.buffers])
 
     @app.get("/v1/kernels", response_model=list[KernelSummary], responses=ERRORS)
-    async def kernels(limit: int = Query(100, ge=1, le=10_000)) -> list[dict[str, Any]]:
-        return service.recent(limit)
+    async def kernels(request: Request, limit: int = Query(100, ge=1, le=10_000),
+                      name: str | None = Query(None, max_length=256, description="A glob: add_*, *matmul*."),
+                      target: str | None = Query(None, max_length=16, description="sm_90, ..."),
+                      since: str | None = Query(None, max_length=64, description=WHEN.format("used at or after"))
+                      ) -> list[dict[str, Any]]:
+        _only(request, {"limit", "name", "target", "since"})
+        return await service.kernels(name, target, since, limit)
+
+    @app.delete("/v1/kernels", response_model=DeletedKernels, responses=ERRORS)
+    async def delete_kernels(request: Request, older_than: str = Query(max_length=64, description=WHEN.format(
+                                 "not used since")),
+                             name: str | None = Query(None, max_length=256), target: str | None = Query(None, max_length=16)
+                             ) -> DeletedKernels:
+        """Delete from memory and disk the kernels not used since `older_than` (Redis entries expire by themselves,
+        after `despina serve --redis-ttl`). Needs the daemon's token (a daemon without one refuses)."""
+        _only(request, {"older_than", "name", "target"})
+        return DeletedKernels(deleted=await service.delete_unused(older_than, name, target))
 
     @app.get("/v1/kernels/{key}", response_model=KernelInfo, responses=ERRORS)
     async def kernel(key: str, request: Request) -> dict[str, Any]:
         note(request, key=key[:64])
-        entry = await service.entry(key)
-        return dict(entry.summary(), metadata=entry.metadata)
+        return await service.describe(key)
+
+    @app.delete("/v1/kernels/{key}", response_model=DeletedKernel, responses=ERRORS)
+    async def delete_kernel(key: str, request: Request) -> DeletedKernel:
+        """Delete one kernel from memory, disk and Redis. Needs the daemon's token (a daemon without one refuses)."""
+        note(request, key=key[:64])
+        return DeletedKernel(key=key, tiers=await service.delete(key))
 
     @app.get("/v1/kernels/{key}/{stage}", responses={200: {"content": {"text/plain": {}, "application/octet-stream": {}}},
                                                       **ERRORS})

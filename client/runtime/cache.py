@@ -87,6 +87,40 @@ def decode(key: str, data: bytes) -> Binary | None:
         return None
 
 
+@dataclass(frozen=True)
+class Listed:
+    """One entry as `FileCache.listing` reads it: from the file's header and metadata only (the
+    digest is checked when the entry is read with `get`)."""
+
+    key: str
+    path: Path
+    nbytes: int
+    mtime: float
+    metadata: dict[str, Any]
+    sizes: dict[str, int]
+
+
+def _listed(path: Path) -> Listed | None:
+    try:
+        st = path.stat()
+        with open(path, "rb") as f:
+            if f.read(len(MAGIC)) != MAGIC:
+                return None
+            header = json.loads(f.readline(1 << 20))
+            table = [(str(name), int(n)) for name, n in header["sections"]]
+            offset = 0
+            for name, n in table:
+                if name == "metadata":
+                    break
+                offset += n
+            f.seek(offset, os.SEEK_CUR)
+            metadata = json.loads(f.read(dict(table)["metadata"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    sizes = {name[4:] if name.startswith("asm.") else name: n for name, n in table if name != "metadata"}
+    return Listed(str(header["key"]), path, st.st_size, st.st_mtime, dict(metadata), sizes)
+
+
 class FileCache:
     """Entries under `directory`, one file each, in a subfolder named by the key's first two digits.
     `stats` counts hits, misses, writes and corrupt entries discarded."""
@@ -130,6 +164,23 @@ class FileCache:
             self.stats["write_failed"] += 1
             return
         self.stats["write"] += 1
+
+    def listing(self) -> list[Listed]:
+        """Every entry in the folder (unreadable files left out), in no particular order."""
+        found = []
+        for path in self.directory.glob("??/*.cubin"):
+            entry = _listed(path)
+            if entry is not None and path.stem == entry.key:
+                found.append(entry)
+        return found
+
+    def remove(self, key: str) -> bool:
+        """Delete `key`'s entry; whether there was one."""
+        try:
+            self.path(key).unlink()
+        except FileNotFoundError:
+            return False
+        return True
 
     def _discard(self, path: Path, seen: bytes) -> None:
         # Remove the bad entry, unless another process has replaced it meanwhile (the check and the

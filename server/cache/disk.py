@@ -28,12 +28,13 @@ from pathlib import Path
 
 from despina.runtime.cache import Binary, FileCache
 
+# Entry.created travels in the stored metadata under this name and is taken out again on reading.
+from despina.runtime.inventory import CREATED
+
 from ..metrics import Metrics
 from .entry import STAGES, Entry
 
 log = logging.getLogger("despina.server.disk")
-# Entry.created travels in the stored metadata under this name and is taken out again on reading.
-CREATED = "despina.created"
 LOW_WATER = 0.9
 STALE_TEMP_S = 3600.0
 
@@ -159,6 +160,23 @@ class DiskTier:
         self.metrics.disk_bytes.set(self.nbytes)
         if self.nbytes > self.max_bytes:
             self._evict()
+
+    def remove(self, key: str) -> bool:
+        """Delete `key`'s file (an operator's request); whether there was one."""
+        path = self.files.path(key)
+        try:
+            size = path.stat().st_size
+            removed = self.files.remove(key)
+        except OSError as e:
+            log.warning("cannot delete %s from the disk cache: %s", path, e)
+            self.metrics.disk_errors.labels("delete").inc()
+            return False
+        if removed:
+            self.entries -= 1
+            self.nbytes -= size
+            self.metrics.disk_entries.set(self.entries)
+            self.metrics.disk_bytes.set(self.nbytes)
+        return removed
 
     def _evict(self) -> None:
         """Delete the least recently used files until the folder holds at most 90% of its bound."""

@@ -54,15 +54,6 @@ class Entry:
     def nbytes(self) -> int:
         return sum(len(v) for v in self.stages.values()) + 256
 
-    def summary(self) -> dict[str, Any]:
-        """What `GET /v1/kernels` lists: name, target, sizes, key."""
-        return {
-            "key": self.key,
-            "name": self.metadata.get("name", ""),
-            "target": self.metadata.get("target", ""),
-            "created": self.created,
-            "sizes": {k: len(v) for k, v in self.stages.items()},
-        }
 
 
 def _digest(header: bytes, payload: bytes) -> str:

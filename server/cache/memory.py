@@ -39,6 +39,14 @@ class MemoryCache:
             _, evicted = self._entries.popitem(last=False)
             self.nbytes -= evicted.nbytes
 
+    def remove(self, key: str) -> bool:
+        """Drop `key`; whether it was held."""
+        entry = self._entries.pop(key, None)
+        if entry is None:
+            return False
+        self.nbytes -= entry.nbytes
+        return True
+
     def recent(self, limit: int) -> list[Entry]:
         """The most recently used entries first."""
         out: list[Entry] = []

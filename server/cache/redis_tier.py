@@ -107,6 +107,11 @@ class RedisTier:
         blob = pack(entry)
         await self._call("set", lambda: self.client.set(PREFIX + "kernel:" + entry.key, blob, px=self.ttl_ms))
 
+    async def delete(self, key: str) -> bool:
+        """Delete `key`'s entry (an operator's request); whether Redis held one."""
+        got = await self._call("delete", lambda: self.client.delete(PREFIX + "kernel:" + key))
+        return not isinstance(got, _Failed) and bool(got)
+
     # ---- single-flight ------------------------------------------------------------------------
 
     async def acquire(self, key: str, owner: str) -> bool | None:

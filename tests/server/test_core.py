@@ -182,7 +182,7 @@ def test_artifacts_and_listing() -> None:
             await service.get_artifact("0" * 64, "ptx")
         with pytest.raises(InvalidArgument):
             await service.get_artifact(r.key, "elf")
-        assert service.recent()[0]["key"] == r.key
+        assert (await service.kernels())[0]["key"] == r.key
 
     with_service(body)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import re
 from typing import Any
 
 import httpx
@@ -126,3 +127,48 @@ def test_openapi_fuzzed(daemon: Daemon) -> None:
 
         check()
     assert httpx.get(daemon.http + "/healthz").status_code == 200
+
+
+def test_kernel_listing_filters_and_entries(daemon: Daemon) -> None:
+    with httpx.Client(base_url=daemon.http, timeout=30) as http:
+        name = f"k_{unique()[:12]}"
+        key = http.post("/v1/compile", json=body(vector_add_ir(name=name, salt=unique()), target="sm_86")).json()["key"]
+        http.post("/v1/compile", json=body(vector_add_ir(name=name, salt=unique()), target="sm_80"))
+        (mine,) = http.get("/v1/kernels", params={"name": f"{name[:6]}*", "target": "sm_86", "since": "1h"}).json()
+        assert mine["key"] == key and mine["hits"] == 1 and mine["options"] == {"num_warps": 4, "num_stages": 3,
+                                                                                 "debug": False}
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", mine["created"]) and mine["last_used"] >= mine["created"]
+        assert set(mine["tiers"]) == {"memory", "disk"}
+        assert http.get("/v1/kernels", params={"name": name, "since": "2099-01-01T00:00:00Z"}).json() == []
+        r = http.get("/v1/kernels", params={"nmae": name})
+        assert r.status_code == 400 and r.json()["error"]["message"] == (
+            "GET /v1/kernels takes no 'nmae'; it takes limit, name, since, target")
+        r = http.get("/v1/kernels", params={"since": "last tuesday"})
+        assert r.status_code == 400 and r.json()["error"]["message"].startswith("since: 'last tuesday' is neither an age")
+        for params in ({"limit": 0}, {"limit": 10**30}, {"limit": -1}, {"target": "x" * 100}):
+            r = http.get("/v1/kernels", params=params)
+            assert r.status_code == 422 and r.json()["error"]["message"].startswith(f"query.{next(iter(params))}: ")
+        # A daemon without a token deletes nothing.
+        for r in (http.delete(f"/v1/kernels/{key}"), http.delete("/v1/kernels", params={"older_than": "0s"})):
+            assert r.status_code == 403 and r.json()["error"]["code"] == "PERMISSION_DENIED"
+        assert http.get(f"/v1/kernels/{key}").status_code == 200
+
+
+def test_delete_needs_the_token(guarded: Daemon) -> None:  # noqa: F811
+    ok = guarded.headers()
+    with httpx.Client(base_url=guarded.http, timeout=30, headers=ok) as http:
+        key = http.post("/v1/compile", json=body(vector_add_ir(salt=unique()))).json()["key"]
+        assert httpx.delete(f"{guarded.http}/v1/kernels/{key}").status_code == 401
+        r = http.delete(f"/v1/kernels/{key}")
+        assert r.status_code == 200 and r.json() == {"key": key, "tiers": ["memory", "disk", "redis"]}
+        assert http.get(f"/v1/kernels/{key}").status_code == 404
+        assert http.delete(f"/v1/kernels/{key}").json()["error"]["code"] == "NOT_FOUND"
+        assert http.delete("/v1/kernels/not-a-key").status_code == 400
+        r = http.delete("/v1/kernels")
+        assert r.status_code == 422 and r.json()["error"]["message"].startswith("query.older_than: Field required")
+        assert http.delete("/v1/kernels", params={"older_than": "-5d"}).status_code == 400
+        assert http.delete("/v1/kernels", params={"older_than": "7d", "force": "1"}).status_code == 400
+        kept = http.post("/v1/compile", json=body(vector_add_ir(salt=unique()))).json()["key"]
+        assert kept not in http.delete("/v1/kernels", params={"older_than": "1h"}).json()["deleted"]
+        assert kept in http.delete("/v1/kernels", params={"older_than": "0s"}).json()["deleted"]
+        assert http.get(f"/v1/kernels/{kept}").status_code == 200  # Redis still had it: DELETE by age spares Redis
