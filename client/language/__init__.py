@@ -1,6 +1,6 @@
 """The kernel language: `import despina.language as tl`, with Triton's names and semantics."""
 
-from . import math
+from . import extra, math
 from .arith import (
     PropagateNan,
     abs,

@@ -9,6 +9,7 @@ decodes) all type ops through this one table, so an op's contract is written onc
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -451,6 +452,29 @@ def _histogram(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list
 
 _define("gather", _gather, {"axis": required("int")})
 _define("histogram", _histogram, {"num_bins": required("int")})
+
+# ---- calls into libdevice ------------------------------------------------------------------
+
+LIBDEVICE_SYMBOL = re.compile(r"__nv_[a-z0-9_]+")
+
+
+def _extern_elementwise(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
+    if not t:
+        raise IRError("'extern_elementwise' takes at least one operand")
+    shape = shape_of(t[0])
+    if any(shape_of(x) != shape for x in t):
+        raise IRError(f"'extern_elementwise' operands must share a shape, got {', '.join(map(str, t))}")
+    for x in t:
+        _scalar_of(x, "extern_elementwise")
+    symbol, result = a.get("symbol"), _type_attr(a, "result")
+    if not isinstance(symbol, str) or not LIBDEVICE_SYMBOL.fullmatch(symbol):
+        raise IRError(f"'extern_elementwise' calls libdevice functions (__nv_...), got {symbol!r}")
+    if not isinstance(result, ScalarType):
+        raise IRError(f"'extern_elementwise' result must be a scalar type, got {result}")
+    return [with_shape(result, shape)]
+
+
+_define("extern_elementwise", _extern_elementwise, {"symbol": required("str"), "result": required("type")})
 
 # ---- control flow ---------------------------------------------------------------------------
 

@@ -44,7 +44,6 @@ NOT_SUPPORTED = {
                    "one target of the launch, given as a constexpr where a kernel needs to branch on it",
 }
 NOT_YET = {
-    "extra": "tl.extra.cuda.libdevice: next landing of issue 12",
     "inline_asm_elementwise": "inline PTX: next landing of issue 12",
 }
 

@@ -23,6 +23,7 @@ from despina.compiler.ir.types import (
     TileType,
     Type,
     elem_of,
+    float32,
     int1,
     int32,
     int64,
@@ -234,6 +235,15 @@ class _Gen:
             self.emit("gather", [v, index], {"axis": self.draw(st.integers(0, len(shape) - 1))})
         return True
 
+    def g_extern(self, depth: int) -> bool:
+        v = self.arith_operand()
+        if v is None:
+            return False
+        result = self.choice([float32, int32, int64])
+        self.emit("extern_elementwise", [v, self.value_of(v.type)], {"symbol": self.choice(["__nv_powf", "__nv_x1"]),
+                                                                      "result": result})
+        return True
+
     def arith_operand(self) -> Value | None:
         """A value with scalar elements, floating-point ones half of the time when there are some."""
         v = (
@@ -441,7 +451,7 @@ class _Gen:
         return True
 
     flat_ops = [
-        g_constant, g_grid, g_arange, g_splat, g_broadcast, g_expand_dims, g_reshape, g_trans, g_cat_join_split, g_gather_histogram,
+        g_constant, g_grid, g_arange, g_splat, g_broadcast, g_expand_dims, g_reshape, g_trans, g_cat_join_split, g_gather_histogram, g_extern,
         g_unary, g_binary, g_select, g_cast, g_addptr, g_load, g_store, g_atomic, g_dot, g_misc, g_call,
     ]  # fmt: skip
     region_ops = [g_for, g_if, g_while, g_combine]

@@ -642,3 +642,28 @@ def test_gather_and_histogram_result_types() -> None:
         assert b.value("histogram", [a[2]], num_bins=32).type == TileType((32,), int32)
 
     verify(kernel(build, [F8, I16, I8]))
+
+
+@pytest.mark.parametrize(
+    ("operand_types", "attrs", "message"),
+    [
+        ([F8], {"symbol": "printf", "result": float32}, "calls libdevice functions (__nv_...), got 'printf'"),
+        ([F8], {"symbol": "__nv_sinf", "result": F8}, "result must be a scalar type"),
+        ([F8, I16], {"symbol": "__nv_powif", "result": float32}, "operands must share a shape"),
+        ([], {"symbol": "__nv_sinf", "result": float32}, "takes at least one operand"),
+        ([PTR], {"symbol": "__nv_sinf", "result": float32}, "needs scalar elements"),
+    ],
+)
+def test_extern_elementwise_type_rule(operand_types: list[Type], attrs: dict[str, Any], message: str) -> None:
+    def build(b: Builder, a: list[Value]) -> None:
+        b.block.ops.append(Op("extern_elementwise", list(a), [F8], attrs))
+
+    fails(kernel(build, operand_types), message)
+
+
+def test_extern_elementwise_result_type() -> None:
+    def build(b: Builder, a: list[Value]) -> None:
+        out = b.value("extern_elementwise", [a[0], a[1]], symbol="__nv_ldexpf", result=float32)
+        assert out.type == F8
+
+    verify(kernel(build, [F8, I8]))

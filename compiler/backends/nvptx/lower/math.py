@@ -18,7 +18,7 @@ from ..toolkit import LIBDEVICE_HINT, LIBDEVICE_PREFIX, find_libdevice
 from .context import Lowering
 from .elementwise import _suffix, cast_value
 from .registry import Regs, lowering
-from .types import const, f32, f64
+from .types import const, f32, f64, llvm_type
 
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
@@ -84,6 +84,13 @@ def sqrt_rn(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
     if e.is_fp64():
         return [[ctx.call("llvm.sqrt.f64", f64, [x]) for x in args[0]]]
     return [[cast_value(ctx, ctx.call("llvm.sqrt.f32", f32, [cast_value(ctx, x, e, float32)]), float32, e) for x in args[0]]]
+
+
+@lowering("extern_elementwise")
+def extern_elementwise(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
+    # A libdevice call per element (`tl.extra.cuda.libdevice`); the LLVM stage links libdevice in.
+    ret = llvm_type(op.attrs["result"])
+    return [[libdevice(ctx, op, op.attrs["symbol"][len(LIBDEVICE_PREFIX):], ret, list(xs)) for xs in zip(*args)]]
 
 
 @lowering("floor", "ceil")
