@@ -67,6 +67,7 @@ from .debug import (
     static_range,
 )
 from .indexing import bitonic_merge, flip, gather, histogram, sort, swizzle2d, topk
+from .inline_asm import inline_asm_elementwise
 from .memory import (
     atomic_add,
     atomic_and,

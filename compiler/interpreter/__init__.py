@@ -8,7 +8,7 @@ one rule, registered by the modules imported here.
 """
 
 # Importing the rule modules registers their rules.
-from . import atomics, casts, control, debug, elementwise, indexing, libdevice, memory, reduce, shape
+from . import atomics, casts, control, debug, elementwise, indexing, inline_asm, libdevice, memory, reduce, shape
 from .core import RULES, UnsupportedOpError, run_kernel
 
 __all__ = ["RULES", "UnsupportedOpError", "run_kernel"]

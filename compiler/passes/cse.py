@@ -58,6 +58,7 @@ def _pure(op: Op) -> bool:
         and not opdef.terminator
         and not op.regions
         and op.name != "load"
+        and not (op.name == "inline_asm" and not op.attrs.get("pure"))
         and bool(op.results)
     )
 

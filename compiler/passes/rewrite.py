@@ -64,12 +64,15 @@ def has_side_effects(op: Op) -> bool:
     """Whether `op` or anything in its regions writes memory, synchronises or traps.
 
     An op missing from the catalogue counts as having side effects, so no pass deletes or
-    merges what it does not understand; a volatile load must happen even when unused.
+    merges what it does not understand; a volatile load must happen even when unused, and
+    inline assembly not declared pure (`is_pure=False`) runs as written.
     """
     opdef = OPS.get(op.name)
     if opdef is None or opdef.side_effects:
         return True
     if op.name == "load" and op.attrs.get("volatile"):
+        return True
+    if op.name == "inline_asm" and not op.attrs.get("pure"):
         return True
     return any(has_side_effects(inner) for region in op.regions for inner in region.ops)
 

@@ -43,18 +43,14 @@ NOT_SUPPORTED = {
     "target_info": "Triton's target queries (is_cuda, cuda_capability_geq); despina compiles every kernel for the "
                    "one target of the launch, given as a constexpr where a kernel needs to branch on it",
 }
-NOT_YET = {
-    "inline_asm_elementwise": "inline PTX: next landing of issue 12",
-}
 
 
 def test_every_triton_name_is_here_or_documented_as_not_supported():
-    missing = [n for n in TRITON_3_6_NAMES if not hasattr(tl, n) and n not in NOT_SUPPORTED and n not in NOT_YET]
+    missing = [n for n in TRITON_3_6_NAMES if not hasattr(tl, n) and n not in NOT_SUPPORTED]
     assert not missing, f"Triton 3.6 names missing from despina.language: {missing}"
 
 
 def test_the_not_supported_list_holds_only_missing_triton_names():
-    listed = {**NOT_SUPPORTED, **NOT_YET}
-    assert set(listed) <= set(TRITON_3_6_NAMES)
-    assert [n for n in listed if hasattr(tl, n)] == []
-    assert all(len(reason) > 20 for reason in listed.values())
+    assert set(NOT_SUPPORTED) <= set(TRITON_3_6_NAMES)
+    assert [n for n in NOT_SUPPORTED if hasattr(tl, n)] == []
+    assert all(len(reason) > 20 for reason in NOT_SUPPORTED.values())

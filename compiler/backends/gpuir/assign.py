@@ -26,7 +26,7 @@ CONVERT = "convert_layout"
 SAME_LAYOUT = frozenset(
     """exp exp2 log log2 sqrt sqrt_rn rsqrt sin cos erf floor ceil neg abs add sub mul rem maximum minimum div div_rn
     fdiv pow floordiv and or xor shl shr umulhi not cmp select fma cast bitcast addptr load store atomic_rmw
-    atomic_cas multiple_of max_contiguous max_constancy device_assert broadcast scan extern_elementwise""".split()
+    atomic_cas multiple_of max_contiguous max_constancy device_assert broadcast scan extern_elementwise inline_asm""".split()
 )
 MEMORY = {"load": 0, "store": 0, "atomic_rmw": 0, "atomic_cas": 0}
 

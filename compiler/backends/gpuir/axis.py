@@ -338,7 +338,7 @@ def _trans(a: AxisAnalysis, op: Op, ins: list[AxisInfo]) -> AxisInfo:
     )
 
 
-@rule("gather", "histogram", "extern_elementwise")
+@rule("gather", "histogram", "extern_elementwise", "inline_asm")
 def _data_dependent(a: AxisAnalysis, op: Op, ins: list[AxisInfo]) -> AxisInfo:
     # Values picked, counted or computed by a library at run time: nothing is known of their runs.
     return unknown(op.result)

@@ -240,6 +240,11 @@ class _Gen:
         if v is None:
             return False
         result = self.choice([float32, int32, int64])
+        if elem_of(v.type) != int1 and self.flip():
+            attrs = {"asm": "mov.b32 $0, $1;", "constraints": "=r,r", "pure": self.flip(), "pack": self.choice([1, 4]),
+                     "results": [result] * self.draw(st.integers(1, 2))}
+            self.emit("inline_asm", [v], attrs)
+            return True
         self.emit("extern_elementwise", [v, self.value_of(v.type)], {"symbol": self.choice(["__nv_powf", "__nv_x1"]),
                                                                       "result": result})
         return True

@@ -667,3 +667,32 @@ def test_extern_elementwise_result_type() -> None:
         assert out.type == F8
 
     verify(kernel(build, [F8, I8]))
+
+
+_ASM = {"asm": "mov.b32 $0, $1;", "constraints": "=r,r", "pure": True, "pack": 1}
+
+
+@pytest.mark.parametrize(
+    ("operand_types", "attrs", "message"),
+    [
+        ([], {**_ASM, "results": [int32]}, "'inline_asm' takes at least one operand"),
+        ([F8, I16], {**_ASM, "results": [int32]}, "operands must share a shape"),
+        ([TileType((8,), int1)], {**_ASM, "results": [int32]}, "operands cannot be int1"),
+        ([I8], {**_ASM, "results": []}, "results must list one or more scalar types other than int1"),
+        ([I8], {**_ASM, "results": [F8]}, "results must list one or more scalar types other than int1"),
+        ([I8], {**_ASM, "pack": 3, "results": [int32]}, "pack must be a power of two, got 3"),
+    ],
+)
+def test_inline_asm_type_rule(operand_types: list[Type], attrs: dict[str, Any], message: str) -> None:
+    def build(b: Builder, a: list[Value]) -> None:
+        b.block.ops.append(Op("inline_asm", list(a), [I8], attrs))
+
+    fails(kernel(build, operand_types), message)
+
+
+def test_inline_asm_results() -> None:
+    def build(b: Builder, a: list[Value]) -> None:
+        op = b.create("inline_asm", [a[0]], {**_ASM, "pack": 4, "results": [int32, float32]})
+        assert [r.type for r in op.results] == [I8, F8]
+
+    verify(kernel(build, [F8]))

@@ -110,3 +110,14 @@ def test_unused_reduce_and_while_go() -> None:
     b.create("while", [x], regions=[before, after])
     b.create("return")
     filecheck(run(m, dce), "CHECK: kernel\nCHECK-NEXT: return()")
+
+
+def test_unused_inline_asm_goes_only_when_declared_pure() -> None:
+    m, b, (x,) = kernel(int32)
+    for pure in (True, False):
+        b.create("inline_asm", [x], {"asm": "mov.b32 $0, $1;", "constraints": "=r,r", "pure": pure, "pack": 1,
+                                     "results": [int32]})
+    b.create("return")
+    out = run(m, dce)
+    assert out.count("inline_asm(") == 1
+    filecheck(out, "CHECK: inline_asm(%0) {asm = \"mov.b32 $0, $1;\", constraints = \"=r,r\", pack = 1, pure = false")

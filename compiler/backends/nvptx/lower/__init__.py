@@ -11,7 +11,21 @@ import llvmlite.ir as ir
 
 from ...gpuir import GpuFunction
 from ..target import Target
-from . import atomics, constants, control, debug, dot, elementwise, indexing, math, memory, reduce, scan, shapes  # noqa: F401
+from . import (  # noqa: F401
+    atomics,
+    constants,
+    control,
+    debug,
+    dot,
+    elementwise,
+    indexing,
+    inline_asm,
+    math,
+    memory,
+    reduce,
+    scan,
+    shapes,
+)
 from .context import Lowering
 from .registry import RULES, lowering
 

@@ -15,6 +15,7 @@ from language.test_conversions import *  # noqa: F403
 from language.test_core import *  # noqa: F403
 from language.test_debug import *  # noqa: F403
 from language.test_indexing import *  # noqa: F403
+from language.test_inline_asm import *  # noqa: F403
 from language.test_libdevice import *  # noqa: F403
 from language.test_math import *  # noqa: F403
 from language.test_memory import *  # noqa: F403
