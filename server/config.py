@@ -36,6 +36,9 @@ class ServiceConfig:
     # daemon holds a key for at most this long.
     lease_ms: int = 10_000
     poll_ms: int = 20
+    # Keys the MAC of every entry in the disk and Redis tiers (and of Redis error records): with it,
+    # write access to Redis or the cache folder does not let anyone plant a kernel that daemons serve.
+    cluster_secret: bytes | None = None
     max_ir_bytes: int = 8 * MiB
     max_request_bytes: int = 64 * MiB
     # The disk tier's folder (None: no disk tier). `despina serve` turns it on by default, with

@@ -37,7 +37,7 @@ from . import execute, images
 from .cache import STAGES, Entry, MemoryCache
 from .cache.admin import CacheAdmin
 from .cache.disk import DiskTier
-from .cache.redis_tier import RedisTier
+from .cache.redis_tier import RETRY, Failure, RedisTier
 from .config import DEFAULT_EXECUTOR, ServiceConfig
 from .errors import (
     DeadlineExceeded,
@@ -60,6 +60,9 @@ WARPS = (1, 2, 4, 8, 16, 32)
 MAX_DRIVER_VERSION = 999_990
 PTX_CHECKS = 4096
 SIGNATURES = 1024
+# What a waiting daemon answers for another daemon's failed compile: the same status.
+_SHARED_FAILURES: dict[str, type[ServiceError]] = {
+    e.code: e for e in (InvalidArgument, DeadlineExceeded, ResourceExhausted)}
 
 
 @dataclass(frozen=True)
@@ -130,11 +133,13 @@ class CompileService:
         self.memory = MemoryCache(config.memory_entries, config.memory_bytes)
         self.disk: DiskTier | None = None
         if config.disk_dir:
-            self.disk = DiskTier(config.disk_dir, config.disk_bytes, self.metrics, in_use=self.memory.__contains__)
+            self.disk = DiskTier(config.disk_dir, config.disk_bytes, self.metrics, in_use=self.memory.__contains__,
+                                 secret=config.cluster_secret)
         self.redis: RedisTier | None = None
         if config.redis_url:
             self.redis = RedisTier(config.redis_url, self.metrics, config.redis_ttl_s, config.redis_timeout_s,
-                                   config.redis_retry_s, config.lease_ms)
+                                   config.redis_retry_s, config.lease_ms, config.cluster_secret,
+                                   max_wait_s=config.compile_timeout_s + config.lease_ms / 1000)
         self.admin = CacheAdmin(self.memory, self.disk, self.redis)
         self.pool = CompilePool(config.workers, config.compiler, config.compile_timeout_s, self.metrics,
                                 config.worker_memory_bytes)
@@ -340,9 +345,10 @@ class CompileService:
                 waited = await self.redis.wait(key, self.config.poll_ms / 1000)
                 if isinstance(waited, Entry):
                     return await self._found(waited), "redis"
-                if isinstance(waited, str):
-                    raise InvalidArgument(waited)
-                continue  # the lease expired without an entry, or Redis failed: try again
+                if isinstance(waited, Failure):
+                    raise _SHARED_FAILURES.get(waited.code, Internal)(waited.message)
+                if waited == RETRY:  # the lease expired without an entry, or Redis failed: try again
+                    continue
             return await self._compile_and_publish(key, req, lease is True), "compiled"
 
     @staticmethod
@@ -362,9 +368,9 @@ class CompileService:
                 await self.redis.put(entry)  # before the lease goes, so that its waiters find the entry
             await self._disk_put(entry)
             return entry
-        except (InvalidArgument, DeadlineExceeded) as e:
+        except (InvalidArgument, DeadlineExceeded, ResourceExhausted) as e:
             if leased and self.redis is not None:
-                await self.redis.put_error(key, e.message)
+                await self.redis.put_error(key, e.code, e.message)
             raise
         finally:
             if renewer is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import ipaddress
 import logging
 import math
 import os
@@ -13,6 +14,7 @@ import signal
 import socket
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from . import access, auth
@@ -46,7 +48,11 @@ def port(text: str) -> int | None:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     d = ServiceConfig()
-    p.add_argument("--host", default="0.0.0.0", help="address to listen on (default: 0.0.0.0, every address)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on; another than loopback needs --token-file or --insecure (default: 127.0.0.1)")
+    p.add_argument("--insecure", action="store_true",
+                   help="allow listening on a non-loopback address without a token (anyone who reaches it can use it)"
+                        " (default: off)")
     p.add_argument("--grpc-port", type=port, default=50051,
                    help="gRPC port; 0 lets the system pick one (the start-up line names it), 'off' serves no gRPC"
                         " (default: 50051)")
@@ -64,6 +70,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"compile worker processes, 1 to {MAX_WORKERS} (default: {d.workers}, the CPU count)")
     p.add_argument("--token-file", default=None,
                    help="require 'Authorization: Bearer <token in this file>' (default: none, no token)")
+    p.add_argument("--cluster-secret-file", default=None,
+                   help="key the MAC of disk and Redis cache entries with the secret in this file; every daemon "
+                        "sharing the caches needs the same one (default: none, plain SHA-256 digests)")
     p.add_argument("--protect-docs", action="store_true",
                    help="with --token-file, require the token for /docs, /redoc, /openapi.json and /metrics too"
                         " (default: off: they stay open for browsers and Prometheus; /healthz is always open)")
@@ -88,6 +97,39 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the least severe messages logged; INFO includes one access line per request (default: INFO)")
     p.add_argument("--log-format", default="text", choices=LOG_FORMATS,
                    help="text, or json: one JSON object per line, access lines with their fields (default: text)")
+
+
+def loopback(host: str) -> bool:
+    """Whether `host` is a loopback address (or `localhost`): only this machine can reach it."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:  # a host name: whatever it resolves to, it is not known to be loopback
+        return False
+
+
+def check_exposure(args: argparse.Namespace) -> None:
+    """Closed by default: a daemon reachable from other machines needs a token, or --insecure."""
+    if loopback(args.host) or args.token_file:
+        return
+    if not args.insecure:
+        raise UsageError(f"--host {args.host} is reachable from other machines; give --token-file "
+                         "(clients then send 'Authorization: Bearer <token>'), or --insecure to serve anyone who "
+                         "reaches it")
+    log.warning("listening on %s without a token (--insecure): anyone who reaches this address can compile, run "
+                "kernels and read every cached kernel", args.host)
+
+
+def load_secret(path: str) -> bytes:
+    try:
+        secret = Path(path).read_bytes().strip()
+    except OSError as e:
+        raise UsageError(f"--cluster-secret-file {path!r}: {e.strerror or e}") from None
+    if len(secret) < 16:
+        raise UsageError(f"--cluster-secret-file: the secret in {path} is {len(secret)} bytes; use at least 16 "
+                         "(e.g. head -c 32 /dev/urandom | base64)")
+    return secret
 
 
 def config_from(args: argparse.Namespace) -> ServiceConfig:
@@ -123,6 +165,7 @@ def config_from(args: argparse.Namespace) -> ServiceConfig:
         redis_ttl_s=args.redis_ttl, max_ir_bytes=args.max_ir_bytes, max_request_bytes=args.max_request_bytes,
         disk_dir=disk_dir, disk_bytes=args.cache_max_bytes,
         execute_timeout_s=args.execute_timeout_s, executor=args.executor,
+        cluster_secret=load_secret(args.cluster_secret_file) if args.cluster_secret_file else None,
     )
 
 
@@ -147,6 +190,10 @@ def run(args: argparse.Namespace) -> int:
     except (UsageError, ValueError, OSError) as e:
         return _fail(str(e))
     access.configure(args.log_level, args.log_format)
+    try:
+        check_exposure(args)
+    except UsageError as e:
+        return _fail(str(e))
     try:
         asyncio.run(serve(args, config, token))
     except UsageError as e:

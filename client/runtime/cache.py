@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import hmac
 import json
 import os
 import re
@@ -47,24 +48,28 @@ def _sections(binary: Binary) -> list[tuple[str, bytes]]:
         (f"asm.{stage}", text.encode()) for stage, text in sorted(binary.asm.items())]
 
 
-def _digest(table: list[list[Any]], blobs: list[bytes]) -> str:
-    h = hashlib.sha256(json.dumps(table).encode())
+def _digest(table: list[list[Any]], blobs: list[bytes], secret: bytes | None = None) -> str:
+    # Keyed (HMAC-SHA-256) when a secret is given: write access to the folder then does not let
+    # anyone plant an entry that readers holding the secret accept.
+    h = hmac.new(secret, digestmod=hashlib.sha256) if secret else hashlib.sha256()
+    h.update(json.dumps(table).encode())
     for blob in blobs:
         h.update(blob)
     return h.hexdigest()
 
 
-def encode(key: str, binary: Binary) -> bytes:
-    """The bytes of a cache entry for `binary` stored under `key`."""
+def encode(key: str, binary: Binary, secret: bytes | None = None) -> bytes:
+    """The bytes of a cache entry for `binary` stored under `key` (its digest keyed by `secret`, if any)."""
     sections = _sections(binary)
     table = [[name, len(blob)] for name, blob in sections]
     blobs = [blob for _, blob in sections]
-    header = json.dumps({"key": key, "digest": _digest(table, blobs), "sections": table}).encode()
+    header = json.dumps({"key": key, "digest": _digest(table, blobs, secret), "sections": table}).encode()
     return MAGIC + header + b"\n" + b"".join(blobs)
 
 
-def decode(key: str, data: bytes) -> Binary | None:
-    """The Binary of entry bytes `data` if they are whole, stored under `key` and match their digest."""
+def decode(key: str, data: bytes, secret: bytes | None = None) -> Binary | None:
+    """The Binary of entry bytes `data` if they are whole, stored under `key` and match their digest
+    (keyed by `secret`, if any)."""
     try:
         if not data.startswith(MAGIC):
             return None
@@ -77,7 +82,7 @@ def decode(key: str, data: bytes) -> Binary | None:
         for _, n in table:
             blobs.append(data[offset:offset + n])
             offset += n
-        if _digest(table, blobs) != header["digest"]:
+        if not hmac.compare_digest(_digest(table, blobs, secret).encode(), str(header["digest"]).encode()):
             return None
         parts = {name: blob for (name, _), blob in zip(table, blobs)}
         meta = json.loads(parts["metadata"])
@@ -123,10 +128,12 @@ def _listed(path: Path) -> Listed | None:
 
 class FileCache:
     """Entries under `directory`, one file each, in a subfolder named by the key's first two digits.
-    `stats` counts hits, misses, writes and corrupt entries discarded."""
+    `stats` counts hits, misses, writes and corrupt entries discarded. With a `secret`, digests are
+    HMAC-SHA-256 keyed by it, and an entry not written with the same secret reads as corrupt."""
 
-    def __init__(self, directory: os.PathLike[str] | str) -> None:
+    def __init__(self, directory: os.PathLike[str] | str, secret: bytes | None = None) -> None:
         self.directory = Path(directory)
+        self.secret = secret
         self.stats: Counter[str] = Counter()
 
     def path(self, key: str) -> Path:
@@ -139,7 +146,7 @@ class FileCache:
         except OSError:
             self.stats["miss"] += 1
             return None
-        binary = decode(key, data)
+        binary = decode(key, data, self.secret)
         if binary is None:
             self.stats["corrupt"] += 1
             self._discard(path, data)
@@ -155,7 +162,7 @@ class FileCache:
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key[:16]}.", suffix=".tmp")
             try:
                 with os.fdopen(fd, "wb") as f:
-                    f.write(encode(key, binary))
+                    f.write(encode(key, binary, self.secret))
                 os.replace(tmp, path)
             except BaseException:
                 os.unlink(tmp)

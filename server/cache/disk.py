@@ -7,7 +7,8 @@ disk cache (`despina.runtime.cache.FileCache`), so that both keep kernels the sa
     entry = disk.get(key)    # None on a miss, or for a file that fails its digest (deleted, counted)
 
 Files are content-addressed by the daemon's cache key (`<dir>/<key[:2]>/<key>.cubin`). Each holds
-the cubin, the metadata and every text stage behind one SHA-256 digest, checked on every read: a
+the cubin, the metadata and every text stage behind one SHA-256 digest (HMAC-SHA-256 keyed by the
+cluster secret, when the daemon has one), checked on every read: a
 torn, altered or misfiled file is deleted, counted in `despina_cache_corrupt_total{tier="disk"}`,
 and the kernel found in Redis or compiled again. No pickle. The folder is bounded in bytes: a read
 touches the file's modification time, and a write that takes the folder past `max_bytes` deletes
@@ -63,12 +64,12 @@ def to_entry(key: str, binary: Binary) -> Entry:
 
 class DiskTier:
     def __init__(self, directory: os.PathLike[str] | str, max_bytes: int, metrics: Metrics,
-                 in_use: Callable[[str], bool] | None = None) -> None:
+                 in_use: Callable[[str], bool] | None = None, secret: bytes | None = None) -> None:
         self.directory = Path(directory).expanduser()
         self.max_bytes = max_bytes
         self.metrics = metrics
         self.in_use = in_use or (lambda key: False)
-        self.files = FileCache(self.directory)
+        self.files = FileCache(self.directory, secret)
         self.entries = 0
         self.nbytes = 0
         # FileCache counts corrupt files in `stats`; the lock pairs each read with its count.

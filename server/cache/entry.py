@@ -1,16 +1,19 @@
-"""A cached kernel and its wire form: a JSON header and the stages' raw bytes, under one SHA-256.
+"""A cached kernel and its wire form: a JSON header and the stages' raw bytes, under one SHA-256
+(an HMAC-SHA-256 keyed by the cluster secret, when the daemons have one).
 
     blob = pack(entry)          # b"DSPNK1" + header length + header + stage bytes
     entry = unpack(blob, key)   # CorruptEntry when anything does not check out
 
 No pickle: a blob is data only, so whoever can write the cache cannot run code on its readers,
 and the digest covers the header and every stage together, so a reader never pairs one
-compile's cubin with another's metadata.
+compile's cubin with another's metadata. With a cluster secret (`despina serve --cluster-secret-file`),
+write access to Redis or the folder is not enough to plant a kernel that every daemon serves.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import struct
 import time
@@ -56,11 +59,14 @@ class Entry:
 
 
 
-def _digest(header: bytes, payload: bytes) -> str:
-    return hashlib.sha256(_LEN.pack(len(header)) + header + payload).hexdigest()
+def _digest(header: bytes, payload: bytes, secret: bytes | None) -> str:
+    h = hmac.new(secret, digestmod=hashlib.sha256) if secret else hashlib.sha256()
+    h.update(_LEN.pack(len(header)) + header)
+    h.update(payload)
+    return h.hexdigest()
 
 
-def pack(entry: Entry) -> bytes:
+def pack(entry: Entry, secret: bytes | None = None) -> bytes:
     names = [s for s in STAGES if s in entry.stages]
     header = {
         "key": entry.key,
@@ -70,22 +76,24 @@ def pack(entry: Entry) -> bytes:
     }
     head = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
     payload = b"".join(entry.stages[s] for s in names)
-    digest = _digest(head, payload).encode()
+    digest = _digest(head, payload, secret).encode()
     return MAGIC + digest + _LEN.pack(len(head)) + head + payload
 
 
-def unpack(blob: bytes, key: str) -> Entry:
-    """The entry `pack` wrote for `key`; `CorruptEntry` for a torn, altered or misfiled blob."""
+def unpack(blob: bytes, key: str, secret: bytes | None = None) -> Entry:
+    """The entry `pack` wrote for `key` (with the same `secret`); `CorruptEntry` for a torn, altered,
+    misfiled or forged blob."""
     fixed = len(MAGIC) + 64 + _LEN.size
     if len(blob) < fixed or not blob.startswith(MAGIC):
         raise CorruptEntry("not a despina cache entry (bad magic or too short)")
-    digest = blob[len(MAGIC) : len(MAGIC) + 64].decode("ascii", "replace")
+    digest = blob[len(MAGIC) : len(MAGIC) + 64]
     (size,) = _LEN.unpack_from(blob, len(MAGIC) + 64)
     if size > MAX_HEADER or fixed + size > len(blob):
         raise CorruptEntry(f"header length {size} does not fit the {len(blob)}-byte entry")
     head, payload = blob[fixed : fixed + size], blob[fixed + size :]
-    if _digest(head, payload) != digest:
-        raise CorruptEntry("SHA-256 digest mismatch")
+    if not hmac.compare_digest(_digest(head, payload, secret).encode(), digest):
+        raise CorruptEntry("HMAC-SHA-256 mismatch (not written with this cluster secret)" if secret
+                           else "SHA-256 digest mismatch")
     try:
         header = json.loads(head)
         stages: dict[str, bytes] = {}

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -120,3 +121,26 @@ def test_redis_killed_mid_run(tmp_path: Path) -> None:
     finally:
         d.stop()
         redis_server.stop()
+
+
+def test_a_timeout_on_one_daemon_is_the_same_status_on_the_other(tmp_path: Path, shared_redis: RedisProcess) -> None:
+    """Daemon A's compile runs past its time-out while B's client waits on A's lease: B's client gets
+    DEADLINE_EXCEEDED too (from A's record, MAC'd with the cluster secret), not INVALID_ARGUMENT."""
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"x" * 32)
+    extra = ("--compile-timeout", "1", "--cluster-secret-file", str(secret))
+    a, b = (Daemon(tmp_path, shared_redis.url, extra=extra) for _ in range(2))
+    try:
+        ir = vector_add_ir(salt=unique(), fake_sleep=30)
+        with ThreadPoolExecutor(2) as pool:
+            first = pool.submit(lambda: stub(a).Compile(pb.CompileRequest(ir=ir), timeout=30))
+            deadline = time.monotonic() + 20
+            while a.metric("despina_compiles_in_flight") == 0 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            second = pool.submit(lambda: stub(b).Compile(pb.CompileRequest(ir=ir), timeout=30))
+            codes = [f.exception(30).code() for f in (first, second)]  # type: ignore[union-attr]
+        assert codes == [grpc.StatusCode.DEADLINE_EXCEEDED] * 2
+        assert b.metric("despina_compiles_total") == 0  # B waited on A's lease and took its answer
+    finally:
+        a.stop()
+        b.stop()

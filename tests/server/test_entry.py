@@ -54,3 +54,16 @@ def test_memory_lru_bounds() -> None:
     assert [e.key for e in cache.recent(10)] == [c.key, a.key]
     cache.put(entry("d" * 64, size=20_000))  # larger than the whole cache: not kept
     assert len(cache) == 2 and cache.nbytes <= 10_000
+
+
+def test_cluster_secret_keys_the_digest() -> None:
+    """With a cluster secret, an entry is accepted only when written with the same secret: one with a
+    plain SHA-256 digest (what anyone can compute) or another secret is refused."""
+    secret = b"0123456789abcdef-cluster"
+    e = entry()
+    assert unpack(pack(e, secret), KEY, secret) == e
+    for forged in (pack(e), pack(e, b"another secret of 16+ bytes")):
+        with pytest.raises(CorruptEntry, match="HMAC"):
+            unpack(forged, KEY, secret)
+    with pytest.raises(CorruptEntry, match="SHA-256"):
+        unpack(pack(e, secret), KEY)

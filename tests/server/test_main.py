@@ -3,6 +3,8 @@ use (malformed, out of range, a busy port, a bad Redis URL), never a traceback."
 
 from __future__ import annotations
 
+import argparse
+import logging
 import re
 import socket
 import subprocess
@@ -13,6 +15,7 @@ import httpx
 import pytest
 
 from despina.cli import main
+from despina.server import main as serve_main
 
 from .conftest import FAKE_COMPILER, TESTS, free_port, wait_for
 
@@ -143,3 +146,55 @@ def test_off_turns_one_transport_off() -> None:
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+# ---- closed by default, the cluster secret, the worker memory cap ---------------------------------
+
+
+def parse_serve(*argv: str) -> argparse.Namespace:
+    p = argparse.ArgumentParser()
+    serve_main.add_arguments(p)
+    return p.parse_args(list(argv))
+
+
+def test_loopback_by_default() -> None:
+    args = parse_serve()
+    assert args.host == "127.0.0.1" and serve_main.loopback(args.host)
+    serve_main.check_exposure(args)
+
+
+@pytest.mark.parametrize("host, is_loopback", [("127.0.0.1", True), ("::1", True), ("[::1]", True),
+                                               ("localhost", True), ("0.0.0.0", False), ("::", False),
+                                               ("10.1.2.3", False), ("gpu-host.example", False)])
+def test_loopback(host: str, is_loopback: bool) -> None:
+    assert serve_main.loopback(host) is is_loopback
+
+
+def test_reachable_address_needs_a_token_or_insecure(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with pytest.raises(serve_main.UsageError, match="--token-file.*--insecure"):
+        serve_main.check_exposure(parse_serve("--host", "0.0.0.0"))
+    token = tmp_path / "token"
+    token.write_text("t0ken\n")
+    serve_main.check_exposure(parse_serve("--host", "0.0.0.0", "--token-file", str(token)))
+    with caplog.at_level(logging.WARNING, logger="despina.server"):
+        serve_main.check_exposure(parse_serve("--host", "::", "--insecure"))
+    assert "without a token (--insecure)" in caplog.text
+
+
+def test_serve_refuses_to_listen_openly() -> None:
+    out = subprocess.run([sys.executable, "-c", "from despina.cli import main; raise SystemExit(main())", "serve", "--host", "0.0.0.0",
+                          "--grpc-port", "0", "--http-port", "0", "--no-disk-cache"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "reachable from other machines" in out.stderr
+
+
+def test_cluster_secret_and_worker_memory(tmp_path: Path) -> None:
+    secret = tmp_path / "secret"
+    secret.write_text("s" * 32 + "\n")
+    config = serve_main.config_from(parse_serve("--cluster-secret-file", str(secret), "--worker-memory", "0"))
+    assert config.cluster_secret == b"s" * 32 and config.worker_memory_bytes == 0
+    secret.write_text("short")
+    with pytest.raises(serve_main.UsageError, match="at least 16"):
+        serve_main.config_from(parse_serve("--cluster-secret-file", str(secret)))
+    with pytest.raises(serve_main.UsageError, match="--worker-memory"):
+        serve_main.config_from(parse_serve("--worker-memory", "-1"))
