@@ -14,7 +14,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1b\x64\x65spina/proto/service.proto\x12\x12\x64\x65spina.service.v1\"F\n\x0e\x43ompileOptions\x12\x11\n\tnum_warps\x18\x01 \x01(\r\x12\x12\n\nnum_stages\x18\x02 \x01(\r\x12\r\n\x05\x64\x65\x62ug\x18\x03 \x01(\x08\"\x80\x02\n\x0e\x43ompileRequest\x12\n\n\x02ir\x18\x01 \x01(\x0c\x12N\n\x0especialization\x18\x02 \x03(\x0b\x32\x36.despina.service.v1.CompileRequest.SpecializationEntry\x12\x33\n\x07options\x18\x03 \x01(\x0b\x32\".despina.service.v1.CompileOptions\x12\x0e\n\x06target\x18\x04 \x01(\t\x12\x16\n\x0e\x64river_version\x18\x05 \x01(\r\x1a\x35\n\x13SpecializationEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xc0\x01\n\x0f\x43ompileResponse\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05\x63ubin\x18\x02 \x01(\x0c\x12\x0b\n\x03ptx\x18\x03 \x01(\t\x12\x15\n\rmetadata_json\x18\x04 \x01(\t\x12\x0e\n\x06\x64igest\x18\x05 \x01(\t\x12&\n\x04tier\x18\x06 \x01(\x0e\x32\x18.despina.service.v1.Tier\x12\x35\n\x0cimage_format\x18\x07 \x01(\x0e\x32\x1f.despina.service.v1.ImageFormat\"0\n\x12GetArtifactRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05stage\x18\x02 \x01(\t\"4\n\x08\x41rtifact\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05stage\x18\x02 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"4\n\x06\x42uffer\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\r\n\x05\x64type\x18\x02 \x01(\t\x12\r\n\x05shape\x18\x03 \x03(\x04\"m\n\x08\x41rgument\x12,\n\x06\x62uffer\x18\x01 \x01(\x0b\x32\x1a.despina.service.v1.BufferH\x00\x12\x13\n\tint_value\x18\x02 \x01(\x12H\x00\x12\x15\n\x0b\x66loat_value\x18\x03 \x01(\x01H\x00\x42\x07\n\x05value\"~\n\x0e\x45xecuteRequest\x12\x32\n\x06kernel\x18\x01 \x01(\x0b\x32\".despina.service.v1.CompileRequest\x12\x0c\n\x04grid\x18\x02 \x03(\r\x12*\n\x04\x61rgs\x18\x03 \x03(\x0b\x32\x1c.despina.service.v1.Argument\">\n\x0f\x45xecuteResponse\x12+\n\x07\x62uffers\x18\x01 \x03(\x0b\x32\x1a.despina.service.v1.Buffer\"\x0e\n\x0cStatsRequest\"\xef\x02\n\rStatsResponse\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x10\n\x08requests\x18\x02 \x01(\x04\x12\x39\n\x04hits\x18\x03 \x03(\x0b\x32+.despina.service.v1.StatsResponse.HitsEntry\x12\x10\n\x08\x63ompiles\x18\x04 \x01(\x04\x12\x16\n\x0e\x63ompile_errors\x18\x05 \x01(\x04\x12\x11\n\tin_flight\x18\x06 \x01(\r\x12\x0f\n\x07workers\x18\x07 \x01(\r\x12\x16\n\x0ememory_entries\x18\x08 \x01(\x04\x12\x14\n\x0cmemory_bytes\x18\t \x01(\x04\x12\x17\n\x0fredis_connected\x18\n \x01(\x08\x12\x14\n\x0credis_errors\x18\x0b \x01(\x04\x12\x14\n\x0c\x64isk_entries\x18\x0c \x01(\x04\x12\x12\n\ndisk_bytes\x18\r \x01(\x04\x1a+\n\tHitsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01*K\n\x04Tier\x12\x14\n\x10TIER_UNSPECIFIED\x10\x00\x12\n\n\x06MEMORY\x10\x01\x12\t\n\x05REDIS\x10\x02\x12\x0c\n\x08\x43OMPILED\x10\x03\x12\x08\n\x04\x44ISK\x10\x04*?\n\x0bImageFormat\x12\x1c\n\x18IMAGE_FORMAT_UNSPECIFIED\x10\x00\x12\t\n\x05\x43UBIN\x10\x01\x12\x07\n\x03PTX\x10\x02\x32\xd5\x02\n\x08\x43ompiler\x12R\n\x07\x43ompile\x12\".despina.service.v1.CompileRequest\x1a#.despina.service.v1.CompileResponse\x12S\n\x0bGetArtifact\x12&.despina.service.v1.GetArtifactRequest\x1a\x1c.despina.service.v1.Artifact\x12R\n\x07\x45xecute\x12\".despina.service.v1.ExecuteRequest\x1a#.despina.service.v1.ExecuteResponse\x12L\n\x05Stats\x12 .despina.service.v1.StatsRequest\x1a!.despina.service.v1.StatsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1b\x64\x65spina/proto/service.proto\x12\x12\x64\x65spina.service.v1\"F\n\x0e\x43ompileOptions\x12\x11\n\tnum_warps\x18\x01 \x01(\r\x12\x12\n\nnum_stages\x18\x02 \x01(\r\x12\r\n\x05\x64\x65\x62ug\x18\x03 \x01(\x08\"\x80\x02\n\x0e\x43ompileRequest\x12\n\n\x02ir\x18\x01 \x01(\x0c\x12N\n\x0especialization\x18\x02 \x03(\x0b\x32\x36.despina.service.v1.CompileRequest.SpecializationEntry\x12\x33\n\x07options\x18\x03 \x01(\x0b\x32\".despina.service.v1.CompileOptions\x12\x0e\n\x06target\x18\x04 \x01(\t\x12\x16\n\x0e\x64river_version\x18\x05 \x01(\r\x1a\x35\n\x13SpecializationEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xc0\x01\n\x0f\x43ompileResponse\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05\x63ubin\x18\x02 \x01(\x0c\x12\x0b\n\x03ptx\x18\x03 \x01(\t\x12\x15\n\rmetadata_json\x18\x04 \x01(\t\x12\x0e\n\x06\x64igest\x18\x05 \x01(\t\x12&\n\x04tier\x18\x06 \x01(\x0e\x32\x18.despina.service.v1.Tier\x12\x35\n\x0cimage_format\x18\x07 \x01(\x0e\x32\x1f.despina.service.v1.ImageFormat\"0\n\x12GetArtifactRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05stage\x18\x02 \x01(\t\"4\n\x08\x41rtifact\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05stage\x18\x02 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"4\n\x06\x42uffer\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\r\n\x05\x64type\x18\x02 \x01(\t\x12\r\n\x05shape\x18\x03 \x03(\x04\"m\n\x08\x41rgument\x12,\n\x06\x62uffer\x18\x01 \x01(\x0b\x32\x1a.despina.service.v1.BufferH\x00\x12\x13\n\tint_value\x18\x02 \x01(\x12H\x00\x12\x15\n\x0b\x66loat_value\x18\x03 \x01(\x01H\x00\x42\x07\n\x05value\"~\n\x0e\x45xecuteRequest\x12\x32\n\x06kernel\x18\x01 \x01(\x0b\x32\".despina.service.v1.CompileRequest\x12\x0c\n\x04grid\x18\x02 \x03(\r\x12*\n\x04\x61rgs\x18\x03 \x03(\x0b\x32\x1c.despina.service.v1.Argument\">\n\x0f\x45xecuteResponse\x12+\n\x07\x62uffers\x18\x01 \x03(\x0b\x32\x1a.despina.service.v1.Buffer\"\x0e\n\x0cStatsRequest\"\x83\x03\n\rStatsResponse\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x10\n\x08requests\x18\x02 \x01(\x04\x12\x39\n\x04hits\x18\x03 \x03(\x0b\x32+.despina.service.v1.StatsResponse.HitsEntry\x12\x10\n\x08\x63ompiles\x18\x04 \x01(\x04\x12\x16\n\x0e\x63ompile_errors\x18\x05 \x01(\x04\x12\x11\n\tin_flight\x18\x06 \x01(\r\x12\x0f\n\x07workers\x18\x07 \x01(\r\x12\x16\n\x0ememory_entries\x18\x08 \x01(\x04\x12\x14\n\x0cmemory_bytes\x18\t \x01(\x04\x12\x17\n\x0fredis_connected\x18\n \x01(\x08\x12\x14\n\x0credis_errors\x18\x0b \x01(\x04\x12\x14\n\x0c\x64isk_entries\x18\x0c \x01(\x04\x12\x12\n\ndisk_bytes\x18\r \x01(\x04\x12\x12\n\nbenchmarks\x18\x0e \x01(\x04\x1a+\n\tHitsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\"m\n\rTuneCandidate\x12\n\n\x02ir\x18\x01 \x01(\x0c\x12\x33\n\x07options\x18\x02 \x01(\x0b\x32\".despina.service.v1.CompileOptions\x12\x0c\n\x04grid\x18\x03 \x03(\r\x12\r\n\x05label\x18\x04 \x01(\t\"/\n\x0fSyntheticBuffer\x12\r\n\x05\x64type\x18\x01 \x01(\t\x12\r\n\x05shape\x18\x02 \x03(\x04\"\xab\x01\n\x0cTuneArgument\x12,\n\x06\x62uffer\x18\x01 \x01(\x0b\x32\x1a.despina.service.v1.BufferH\x00\x12\x38\n\tsynthetic\x18\x02 \x01(\x0b\x32#.despina.service.v1.SyntheticBufferH\x00\x12\x13\n\tint_value\x18\x03 \x01(\x12H\x00\x12\x15\n\x0b\x66loat_value\x18\x04 \x01(\x01H\x00\x42\x07\n\x05value\"\x84\x02\n\x0bTuneRequest\x12\x12\n\nclient_key\x18\x01 \x01(\t\x12\x0e\n\x06kernel\x18\x02 \x01(\t\x12\x35\n\ncandidates\x18\x03 \x03(\x0b\x32!.despina.service.v1.TuneCandidate\x12.\n\x04\x61rgs\x18\x04 \x03(\x0b\x32 .despina.service.v1.TuneArgument\x12\x0f\n\x07restore\x18\x05 \x03(\r\x12\x0e\n\x06target\x18\x06 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x07 \x01(\t\x12\x16\n\x0e\x64river_version\x18\x08 \x01(\r\x12\x11\n\twarmup_ms\x18\t \x01(\x01\x12\x0e\n\x06rep_ms\x18\n \x01(\x01\"\xb9\x01\n\x0cTuneResponse\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x0c\n\x04tier\x18\x02 \x01(\t\x12\x13\n\x0btuning_json\x18\x03 \x01(\t\x12\x33\n\x06kernel\x18\x04 \x01(\x0b\x32#.despina.service.v1.CompileResponse\x12\x34\n\x07kernels\x18\x05 \x03(\x0b\x32#.despina.service.v1.CompileResponse\x12\x0e\n\x06\x65rrors\x18\x06 \x03(\t\">\n\x13ReportTuningRequest\x12\x12\n\nclient_key\x18\x01 \x01(\t\x12\x13\n\x0btuning_json\x18\x02 \x01(\t\"#\n\x0cTuningRecord\x12\x13\n\x0btuning_json\x18\x01 \x01(\t\"0\n\x12ListTuningsRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\r\"+\n\x13ListTuningsResponse\x12\x14\n\x0ctunings_json\x18\x01 \x03(\t\"\"\n\x13\x43learTuningsRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\"\'\n\x14\x43learTuningsResponse\x12\x0f\n\x07\x64\x65leted\x18\x01 \x01(\x04*K\n\x04Tier\x12\x14\n\x10TIER_UNSPECIFIED\x10\x00\x12\n\n\x06MEMORY\x10\x01\x12\t\n\x05REDIS\x10\x02\x12\x0c\n\x08\x43OMPILED\x10\x03\x12\x08\n\x04\x44ISK\x10\x04*?\n\x0bImageFormat\x12\x1c\n\x18IMAGE_FORMAT_UNSPECIFIED\x10\x00\x12\t\n\x05\x43UBIN\x10\x01\x12\x07\n\x03PTX\x10\x02\x32\xbe\x05\n\x08\x43ompiler\x12R\n\x07\x43ompile\x12\".despina.service.v1.CompileRequest\x1a#.despina.service.v1.CompileResponse\x12S\n\x0bGetArtifact\x12&.despina.service.v1.GetArtifactRequest\x1a\x1c.despina.service.v1.Artifact\x12R\n\x07\x45xecute\x12\".despina.service.v1.ExecuteRequest\x1a#.despina.service.v1.ExecuteResponse\x12L\n\x05Stats\x12 .despina.service.v1.StatsRequest\x1a!.despina.service.v1.StatsResponse\x12I\n\x04Tune\x12\x1f.despina.service.v1.TuneRequest\x1a .despina.service.v1.TuneResponse\x12Y\n\x0cReportTuning\x12\'.despina.service.v1.ReportTuningRequest\x1a .despina.service.v1.TuningRecord\x12^\n\x0bListTunings\x12&.despina.service.v1.ListTuningsRequest\x1a\'.despina.service.v1.ListTuningsResponse\x12\x61\n\x0c\x43learTunings\x12\'.despina.service.v1.ClearTuningsRequest\x1a(.despina.service.v1.ClearTuningsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -25,10 +25,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_COMPILEREQUEST_SPECIALIZATIONENTRY']._serialized_options = b'8\001'
   _globals['_STATSRESPONSE_HITSENTRY']._loaded_options = None
   _globals['_STATSRESPONSE_HITSENTRY']._serialized_options = b'8\001'
-  _globals['_TIER']._serialized_start=1424
-  _globals['_TIER']._serialized_end=1499
-  _globals['_IMAGEFORMAT']._serialized_start=1501
-  _globals['_IMAGEFORMAT']._serialized_end=1564
+  _globals['_TIER']._serialized_start=2502
+  _globals['_TIER']._serialized_end=2577
+  _globals['_IMAGEFORMAT']._serialized_start=2579
+  _globals['_IMAGEFORMAT']._serialized_end=2642
   _globals['_COMPILEOPTIONS']._serialized_start=51
   _globals['_COMPILEOPTIONS']._serialized_end=121
   _globals['_COMPILEREQUEST']._serialized_start=124
@@ -52,9 +52,31 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_STATSREQUEST']._serialized_start=1038
   _globals['_STATSREQUEST']._serialized_end=1052
   _globals['_STATSRESPONSE']._serialized_start=1055
-  _globals['_STATSRESPONSE']._serialized_end=1422
-  _globals['_STATSRESPONSE_HITSENTRY']._serialized_start=1379
-  _globals['_STATSRESPONSE_HITSENTRY']._serialized_end=1422
-  _globals['_COMPILER']._serialized_start=1567
-  _globals['_COMPILER']._serialized_end=1908
+  _globals['_STATSRESPONSE']._serialized_end=1442
+  _globals['_STATSRESPONSE_HITSENTRY']._serialized_start=1399
+  _globals['_STATSRESPONSE_HITSENTRY']._serialized_end=1442
+  _globals['_TUNECANDIDATE']._serialized_start=1444
+  _globals['_TUNECANDIDATE']._serialized_end=1553
+  _globals['_SYNTHETICBUFFER']._serialized_start=1555
+  _globals['_SYNTHETICBUFFER']._serialized_end=1602
+  _globals['_TUNEARGUMENT']._serialized_start=1605
+  _globals['_TUNEARGUMENT']._serialized_end=1776
+  _globals['_TUNEREQUEST']._serialized_start=1779
+  _globals['_TUNEREQUEST']._serialized_end=2039
+  _globals['_TUNERESPONSE']._serialized_start=2042
+  _globals['_TUNERESPONSE']._serialized_end=2227
+  _globals['_REPORTTUNINGREQUEST']._serialized_start=2229
+  _globals['_REPORTTUNINGREQUEST']._serialized_end=2291
+  _globals['_TUNINGRECORD']._serialized_start=2293
+  _globals['_TUNINGRECORD']._serialized_end=2328
+  _globals['_LISTTUNINGSREQUEST']._serialized_start=2330
+  _globals['_LISTTUNINGSREQUEST']._serialized_end=2378
+  _globals['_LISTTUNINGSRESPONSE']._serialized_start=2380
+  _globals['_LISTTUNINGSRESPONSE']._serialized_end=2423
+  _globals['_CLEARTUNINGSREQUEST']._serialized_start=2425
+  _globals['_CLEARTUNINGSREQUEST']._serialized_end=2459
+  _globals['_CLEARTUNINGSRESPONSE']._serialized_start=2461
+  _globals['_CLEARTUNINGSRESPONSE']._serialized_end=2500
+  _globals['_COMPILER']._serialized_start=2645
+  _globals['_COMPILER']._serialized_end=3347
 # @@protoc_insertion_point(module_scope)

@@ -59,6 +59,26 @@ class CompilerStub(object):
                 request_serializer=despina_dot_proto_dot_service__pb2.StatsRequest.SerializeToString,
                 response_deserializer=despina_dot_proto_dot_service__pb2.StatsResponse.FromString,
                 _registered_method=True)
+        self.Tune = channel.unary_unary(
+                '/despina.service.v1.Compiler/Tune',
+                request_serializer=despina_dot_proto_dot_service__pb2.TuneRequest.SerializeToString,
+                response_deserializer=despina_dot_proto_dot_service__pb2.TuneResponse.FromString,
+                _registered_method=True)
+        self.ReportTuning = channel.unary_unary(
+                '/despina.service.v1.Compiler/ReportTuning',
+                request_serializer=despina_dot_proto_dot_service__pb2.ReportTuningRequest.SerializeToString,
+                response_deserializer=despina_dot_proto_dot_service__pb2.TuningRecord.FromString,
+                _registered_method=True)
+        self.ListTunings = channel.unary_unary(
+                '/despina.service.v1.Compiler/ListTunings',
+                request_serializer=despina_dot_proto_dot_service__pb2.ListTuningsRequest.SerializeToString,
+                response_deserializer=despina_dot_proto_dot_service__pb2.ListTuningsResponse.FromString,
+                _registered_method=True)
+        self.ClearTunings = channel.unary_unary(
+                '/despina.service.v1.Compiler/ClearTunings',
+                request_serializer=despina_dot_proto_dot_service__pb2.ClearTuningsRequest.SerializeToString,
+                response_deserializer=despina_dot_proto_dot_service__pb2.ClearTuningsResponse.FromString,
+                _registered_method=True)
 
 
 class CompilerServicer(object):
@@ -93,6 +113,38 @@ class CompilerServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Tune(self, request, context):
+        """Autotune a kernel: every config compiled at once across the compile workers, measured on the
+        daemon's GPU with the client's argument shapes, the winner kept in every tier for the cluster.
+        Without candidates, a lookup (NOT_FOUND on a miss). A daemon that cannot measure for the
+        client's GPU answers every config's kernel (tier "compiled"): the client measures them and
+        sends the record back with ReportTuning.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReportTuning(self, request, context):
+        """Keep a tuning the client measured itself.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTunings(self, request, context):
+        """One tuning record (`key` set) or this daemon's most recent ones.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ClearTunings(self, request, context):
+        """Forget one tuning (`key` set) or all of them, in every tier (Redis included).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CompilerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -115,6 +167,26 @@ def add_CompilerServicer_to_server(servicer, server):
                     servicer.Stats,
                     request_deserializer=despina_dot_proto_dot_service__pb2.StatsRequest.FromString,
                     response_serializer=despina_dot_proto_dot_service__pb2.StatsResponse.SerializeToString,
+            ),
+            'Tune': grpc.unary_unary_rpc_method_handler(
+                    servicer.Tune,
+                    request_deserializer=despina_dot_proto_dot_service__pb2.TuneRequest.FromString,
+                    response_serializer=despina_dot_proto_dot_service__pb2.TuneResponse.SerializeToString,
+            ),
+            'ReportTuning': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReportTuning,
+                    request_deserializer=despina_dot_proto_dot_service__pb2.ReportTuningRequest.FromString,
+                    response_serializer=despina_dot_proto_dot_service__pb2.TuningRecord.SerializeToString,
+            ),
+            'ListTunings': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTunings,
+                    request_deserializer=despina_dot_proto_dot_service__pb2.ListTuningsRequest.FromString,
+                    response_serializer=despina_dot_proto_dot_service__pb2.ListTuningsResponse.SerializeToString,
+            ),
+            'ClearTunings': grpc.unary_unary_rpc_method_handler(
+                    servicer.ClearTunings,
+                    request_deserializer=despina_dot_proto_dot_service__pb2.ClearTuningsRequest.FromString,
+                    response_serializer=despina_dot_proto_dot_service__pb2.ClearTuningsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -224,6 +296,114 @@ class Compiler(object):
             '/despina.service.v1.Compiler/Stats',
             despina_dot_proto_dot_service__pb2.StatsRequest.SerializeToString,
             despina_dot_proto_dot_service__pb2.StatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Tune(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/despina.service.v1.Compiler/Tune',
+            despina_dot_proto_dot_service__pb2.TuneRequest.SerializeToString,
+            despina_dot_proto_dot_service__pb2.TuneResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReportTuning(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/despina.service.v1.Compiler/ReportTuning',
+            despina_dot_proto_dot_service__pb2.ReportTuningRequest.SerializeToString,
+            despina_dot_proto_dot_service__pb2.TuningRecord.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTunings(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/despina.service.v1.Compiler/ListTunings',
+            despina_dot_proto_dot_service__pb2.ListTuningsRequest.SerializeToString,
+            despina_dot_proto_dot_service__pb2.ListTuningsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ClearTunings(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/despina.service.v1.Compiler/ClearTunings',
+            despina_dot_proto_dot_service__pb2.ClearTuningsRequest.SerializeToString,
+            despina_dot_proto_dot_service__pb2.ClearTuningsResponse.FromString,
             options,
             channel_credentials,
             insecure,

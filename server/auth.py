@@ -25,3 +25,7 @@ def check(header: str | None, token: str | None) -> None:
     scheme, _, given = header.partition(" ")
     if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
         raise Unauthenticated("the bearer token is not valid for this daemon")
+
+
+DELETE_NEEDS_TOKEN = ("deleting kernels or tunings needs a daemon started with --token-file (and that token): an open "
+                      "daemon's cache cannot be emptied by whoever reaches it")

@@ -154,6 +154,9 @@ class CompileService:
         # nvJitLink's verdict on lowered PTX, by (key, ISA version): None when it links, else its log.
         self._ptx_checks: OrderedDict[tuple[str, images.Version], str | None] = OrderedDict()
         self._nvjitlink = config.verify_ptx
+        from .tuning import Tuner  # it builds on this class
+
+        self.tuner = Tuner(self)
 
     async def start(self) -> None:
         await self.pool.start()
@@ -547,6 +550,7 @@ class CompileService:
             "requests": int(_total(m.requests)),
             "hits": {t: int(m.value("despina_cache_answers_total", tier=t)) for t in TIERS},
             "compiles": int(m.value("despina_compiles_total", outcome="ok")),
+            "benchmarks": int(m.value("despina_benchmarks_total", outcome="ok")),
             "compile_errors": int(sum(m.value("despina_compiles_total", outcome=x) for x in ("error", "timeout", "crash"))),
             "in_flight": int(m.value("despina_compiles_in_flight")),
             "workers": len(self.pool.workers),

@@ -19,6 +19,7 @@ import time
 from collections import OrderedDict
 from typing import Any
 
+from . import gpu_bench
 from .execute import ExecuteFailure, NoDevice
 
 # Loaded kernels kept per worker; past this, the least recently used module is unloaded.
@@ -46,7 +47,8 @@ class GpuExecutor:
         from despina.runtime import driver
 
         self.device = device
-        self.info = {"target": device.target, "driver_version": driver.version(), "device": str(device)}
+        self.info = {"target": device.target, "driver_version": driver.version(), "device": str(device),
+                     "name": device.name}
         self.launchers: OrderedDict[tuple[str, str], Any] = OrderedDict()
 
     def run(self, job: dict[str, Any]) -> dict[str, Any]:
@@ -59,6 +61,8 @@ class GpuExecutor:
         fatal = False
         try:
             launcher = self._launcher(job)
+            if "bench" in job:
+                return gpu_bench.measure(self.device, launcher, job, allocated)
             values: dict[str, Any] = {}
             for (param, _), value in zip(job["params"], job["args"]):
                 if isinstance(value, (bytes, bytearray)):

@@ -21,9 +21,10 @@ from grpc_reflection.v1alpha import reflection
 from despina.proto import service_pb2 as pb
 
 from . import access, auth
-from .core import CompileRequest, CompileService, ExecuteRequest
-from .errors import Internal, InvalidArgument, ServiceError
+from .core import CompileRequest, CompileResponse, CompileService, ExecuteRequest
+from .errors import Internal, InvalidArgument, PermissionDenied, ServiceError
 from .execute import Argument, Buffer
+from .tuning import Candidate, Synthetic, TuneArgument, TuneRequest
 
 log = logging.getLogger("despina.server.grpc")
 SERVICE = pb.DESCRIPTOR.services_by_name["Compiler"].full_name
@@ -58,9 +59,39 @@ def argument(arg: Any) -> Argument:
     return None
 
 
+def compiled(r: CompileResponse) -> pb.CompileResponse:
+    return pb.CompileResponse(key=r.key, cubin=r.cubin, ptx=r.ptx, metadata_json=json.dumps(r.metadata), digest=r.digest,
+                              tier=pb.Tier.Value(r.tier.upper()), image_format=pb.ImageFormat.Value(r.image_format.upper()))
+
+
+def tune_argument(arg: Any) -> TuneArgument:
+    if arg.WhichOneof("value") == "synthetic":
+        return Synthetic(arg.synthetic.dtype, tuple(arg.synthetic.shape))
+    return argument(arg)
+
+
+def tune_request(req: Any) -> TuneRequest:
+    candidates = tuple(Candidate(c.ir, c.options.num_warps or 4, c.options.num_stages or 3, tuple(c.grid), c.label)
+                       for c in req.candidates)
+    return TuneRequest(req.client_key, req.kernel, candidates, tuple(map(tune_argument, req.args)), tuple(req.restore),
+                       req.target or "sm_90", req.device, req.driver_version, req.warmup_ms or 25.0, req.rep_ms or 100.0)
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        found = json.loads(text)
+    except ValueError as e:
+        raise InvalidArgument(f"the tuning record is not JSON: {e}") from None
+    if not isinstance(found, dict):
+        raise InvalidArgument("the tuning record is not a JSON object")
+    return found
+
+
 class Servicer:
-    def __init__(self, service: CompileService) -> None:
+    def __init__(self, service: CompileService, admin: bool = False) -> None:
         self.service = service
+        # Whether the daemon has a token: deleting (ClearTunings) needs one, as DELETE does over HTTP.
+        self.admin = admin
 
     async def _answer(self, context: grpc.aio.ServicerContext, rpc: str, fn: Callable[[], Awaitable[Message]]) -> bytes:
         started = time.perf_counter()
@@ -83,10 +114,7 @@ class Servicer:
 
     async def compile(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
         async def run() -> Message:
-            r = await self.service.compile(to_core(_parse(pb.CompileRequest, data)))
-            return pb.CompileResponse(key=r.key, cubin=r.cubin, ptx=r.ptx, metadata_json=json.dumps(r.metadata),
-                                      digest=r.digest, tier=pb.Tier.Value(r.tier.upper()),
-                                      image_format=pb.ImageFormat.Value(r.image_format.upper()))
+            return compiled(await self.service.compile(to_core(_parse(pb.CompileRequest, data))))
 
         return await self._answer(context, "Compile", run)
 
@@ -116,8 +144,45 @@ class Servicer:
 
         return await self._answer(context, "Stats", run)
 
+    async def tune(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        async def run() -> Message:
+            r = await self.service.tuner.tune(tune_request(_parse(pb.TuneRequest, data)))
+            return pb.TuneResponse(
+                key=r.key, tier=r.tier, tuning_json=json.dumps(r.tuning.to_json()) if r.tuning else "",
+                kernel=compiled(r.kernel) if r.kernel else None,
+                kernels=[compiled(k) if k else pb.CompileResponse() for k in r.kernels], errors=[e or "" for e in r.errors])
+
+        return await self._answer(context, "Tune", run)
+
+    async def report_tuning(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        async def run() -> Message:
+            req = _parse(pb.ReportTuningRequest, data)
+            tuning = await self.service.tuner.report(_json_object(req.tuning_json), req.client_key)
+            return pb.TuningRecord(tuning_json=json.dumps(tuning.to_json()))
+
+        return await self._answer(context, "ReportTuning", run)
+
+    async def list_tunings(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        async def run() -> Message:
+            req = _parse(pb.ListTuningsRequest, data)
+            found = [await self.service.tuner.get(req.key)] if req.key else await self.service.tuner.list(req.limit or 100)
+            return pb.ListTuningsResponse(tunings_json=[json.dumps(t.to_json()) for t in found])
+
+        return await self._answer(context, "ListTunings", run)
+
+    async def clear_tunings(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        async def run() -> Message:
+            req = _parse(pb.ClearTuningsRequest, data)
+            if not self.admin:
+                raise PermissionDenied(auth.DELETE_NEEDS_TOKEN)
+            return pb.ClearTuningsResponse(deleted=await self.service.tuner.clear(req.key or None))
+
+        return await self._answer(context, "ClearTunings", run)
+
     def handler(self) -> grpc.GenericRpcHandler:
-        methods = {"Compile": self.compile, "GetArtifact": self.get_artifact, "Execute": self.execute, "Stats": self.stats}
+        methods = {"Compile": self.compile, "GetArtifact": self.get_artifact, "Execute": self.execute, "Stats": self.stats,
+                   "Tune": self.tune, "ReportTuning": self.report_tuning, "ListTunings": self.list_tunings,
+                   "ClearTunings": self.clear_tunings}
         return grpc.method_handlers_generic_handler(
             SERVICE, {name: grpc.unary_unary_rpc_method_handler(fn) for name, fn in methods.items()}
         )
@@ -174,7 +239,7 @@ async def start(service: CompileService, host: str, port: int, token: str | None
         options=[("grpc.max_receive_message_length", service.config.max_request_bytes),
                  ("grpc.max_send_message_length", -1), ("grpc.so_reuseport", 0)],
     )
-    server.add_generic_rpc_handlers([Servicer(service).handler()])
+    server.add_generic_rpc_handlers([Servicer(service, admin=token is not None).handler()])
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = (SERVICE, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME)

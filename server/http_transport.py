@@ -11,6 +11,12 @@
     DELETE /v1/kernels/{key}       delete it from memory, disk and Redis (needs the daemon's token)
     DELETE /v1/kernels?older_than=7d   delete from memory and disk those not used since (needs the token)
     GET  /v1/kernels/{key}/{stage} ir, gpuir, llir, ptx, sass as text; cubin as bytes
+    POST /v1/tune                  a tuning: every config's IR, launch options and grid, the arguments -> the record
+                                   (timings, winner) and the winner's kernel; or every config's kernel to measure
+    POST /v1/tunings               keep a record the client measured
+    GET  /v1/tunings               this daemon's tuning records, newest first
+    GET  /v1/tunings/{key}         one tuning record
+    DELETE /v1/tunings[/{key}]     forget every tuning (or one), in every tier
     GET  /v1/stats                 the counters /metrics exposes, as JSON
     GET  /healthz                  liveness
     GET  /metrics                  Prometheus exposition
@@ -39,7 +45,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import auth, http_docs
 from .cache.entry import TEXT_STAGES
-from .core import CompileRequest, CompileService, ExecuteRequest
+from .core import CompileRequest, CompileResponse, CompileService, ExecuteRequest
 from .errors import (
     Internal,
     InvalidArgument,
@@ -51,6 +57,7 @@ from .errors import (
 )
 from .execute import Argument, Buffer
 from .http_access import AccessLog, note
+from .tuning import Candidate, Synthetic, TuneArgument, TuneRequest
 
 
 class Options(BaseModel):
@@ -108,6 +115,51 @@ class ExecuteBody(BaseModel):
 
 class ExecuteReply(BaseModel):
     buffers: list[BufferBody] = Field(description="Every buffer argument after the kernel ran, in argument order.")
+
+
+class CandidateBody(BaseModel):
+    ir: str = Field(description="This config's kernel IR, base64-encoded (as /v1/compile's 'ir').")
+    options: Options = Options()
+    grid: list[int] = Field(description="Programs along each axis for this config: 1 to 3 positive numbers.")
+    label: str = Field("", description="The config as the user wrote it.")
+
+
+class SyntheticBody(BaseModel):
+    dtype: str
+    shape: list[int] = Field(default_factory=list)
+
+
+class TuneArgumentBody(ArgumentBody):
+    """One of `buffer`, `synthetic` (zeros the daemon makes), `int_value`, `float_value`."""
+
+    synthetic: SyntheticBody | None = None
+
+
+class TuneBody(BaseModel):
+    client_key: str = Field(description="The client's part of the tuning key (64 hex digits).")
+    kernel: str = ""
+    candidates: list[CandidateBody] = Field(default_factory=list, description="Every config; none for a lookup.")
+    args: list[TuneArgumentBody] = Field(default_factory=list)
+    restore: list[int] = Field(default_factory=list, description="Arguments put back before every run.")
+    target: str = "sm_90"
+    device: str = Field("", description="The client's GPU name; empty: the daemon's.")
+    driver_version: int = Field(0, ge=0, le=999_990)
+    warmup_ms: float = 25.0
+    rep_ms: float = 100.0
+
+
+class TuneReply(BaseModel):
+    key: str
+    tier: str = Field(description="memory, disk, redis, tuned (measured now) or compiled (the client measures).")
+    tuning: dict[str, Any] | None = None
+    kernel: CompileReply | None = None
+    kernels: list[CompileReply | None] = Field(default_factory=list)
+    errors: list[str | None] = Field(default_factory=list)
+
+
+class ReportBody(BaseModel):
+    client_key: str
+    tuning: dict[str, Any]
 
 
 class KernelSummary(BaseModel):
@@ -168,6 +220,19 @@ def _argument(i: int, a: ArgumentBody) -> Argument:
     return a.int_value if a.int_value is not None else a.float_value
 
 
+def _tune_argument(i: int, a: TuneArgumentBody) -> TuneArgument:
+    if a.synthetic is not None:
+        if a.buffer is not None or a.int_value is not None or a.float_value is not None:
+            raise InvalidArgument(f"argument {i} sets more than one of buffer, synthetic, int_value and float_value")
+        return Synthetic(a.synthetic.dtype, tuple(a.synthetic.shape))
+    return _argument(i, a)
+
+
+def _compiled(r: CompileResponse) -> CompileReply:
+    return CompileReply(key=r.key, tier=r.tier, image_format=r.image_format, digest=r.digest,
+                        cubin=base64.b64encode(r.cubin).decode(), ptx=r.ptx, metadata=r.metadata)
+
+
 def _error(e: ServiceError) -> JSONResponse:
     return JSONResponse({"error": {"code": e.code, "message": e.message}}, status_code=e.http_status)
 
@@ -215,8 +280,7 @@ class Guard:
             if not self._open(scope["path"]):
                 auth.check(headers.get(b"authorization", b"").decode("latin-1") or None, self.token)
             if scope["method"] == "DELETE" and self.token is None:
-                raise PermissionDenied("deleting kernels needs a daemon started with --token-file (and that token):"
-                                       " an open daemon's cache cannot be emptied by whoever reaches it")
+                raise PermissionDenied(auth.DELETE_NEEDS_TOKEN)
             length = headers.get(b"content-length")
             if length is not None and (not length.isdigit() or int(length) > self.max_bytes):
                 raise self._too_large(length.decode("latin-1"))
@@ -298,8 +362,7 @@ def create_app(service: CompileService, token: str | None = None, protect_docs: 
         r = await service.compile(CompileRequest(_base64(body.ir, "'ir'"), body.target, o.num_warps, o.num_stages,
                                                  o.debug, body.specialization, body.driver_version))
         note(request, key=r.key, tier=r.tier)
-        return CompileReply(key=r.key, tier=r.tier, image_format=r.image_format, digest=r.digest,
-                            cubin=base64.b64encode(r.cubin).decode(), ptx=r.ptx, metadata=r.metadata)
+        return _compiled(r)
 
     @app.post("/v1/execute", response_model=ExecuteReply, responses=ERRORS)
     async def execute(body: ExecuteBody, request: Request) -> ExecuteReply:
@@ -349,6 +412,39 @@ def create_app(service: CompileService, token: str | None = None, protect_docs: 
         data = await service.get_artifact(key, stage)
         media = "text/plain; charset=utf-8" if stage in TEXT_STAGES else "application/octet-stream"
         return Response(data, media_type=media)
+
+    @app.post("/v1/tune", response_model=TuneReply, responses=ERRORS)
+    async def tune(body: TuneBody, request: Request) -> TuneReply:
+        candidates = tuple(Candidate(_base64(c.ir, f"candidate {i}'s 'ir'"), c.options.num_warps, c.options.num_stages,
+                                     tuple(c.grid), c.label) for i, c in enumerate(body.candidates))
+        args = tuple(_tune_argument(i, a) for i, a in enumerate(body.args))
+        r = await service.tuner.tune(TuneRequest(body.client_key, body.kernel, candidates, args, tuple(body.restore),
+                                                 body.target, body.device, body.driver_version, body.warmup_ms,
+                                                 body.rep_ms))
+        note(request, key=r.key, tier=r.tier)
+        return TuneReply(key=r.key, tier=r.tier, tuning=r.tuning.to_json() if r.tuning else None,
+                         kernel=_compiled(r.kernel) if r.kernel else None,
+                         kernels=[_compiled(k) if k else None for k in r.kernels], errors=r.errors)
+
+    @app.post("/v1/tunings", responses=ERRORS)
+    async def report_tuning(body: ReportBody) -> dict[str, Any]:
+        return (await service.tuner.report(body.tuning, body.client_key)).to_json()
+
+    @app.get("/v1/tunings", responses=ERRORS)
+    async def tunings(limit: int = Query(100, ge=1, le=10_000)) -> list[dict[str, Any]]:
+        return [t.summary() for t in await service.tuner.list(limit)]
+
+    @app.get("/v1/tunings/{key}", responses=ERRORS)
+    async def tuning(key: str) -> dict[str, Any]:
+        return (await service.tuner.get(key)).to_json()
+
+    @app.delete("/v1/tunings", responses=ERRORS)
+    async def clear_tunings() -> dict[str, int]:
+        return {"deleted": await service.tuner.clear()}
+
+    @app.delete("/v1/tunings/{key}", responses=ERRORS)
+    async def clear_tuning(key: str) -> dict[str, int]:
+        return {"deleted": await service.tuner.clear(key)}
 
     @app.get("/v1/stats")
     async def stats() -> dict[str, Any]:

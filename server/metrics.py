@@ -9,6 +9,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 TIERS = ("memory", "disk", "redis", "compiled")
 IMAGE_FORMATS = ("cubin", "ptx")
+TUNING_TIERS = ("memory", "disk", "redis", "tuned", "compiled")
 
 
 class Metrics:
@@ -45,8 +46,17 @@ class Metrics:
             "despina_execute_seconds", "Time of one kernel on the GPU (launch to synchronize).",
             buckets=(1e-4, 1e-3, 0.01, 0.1, 1, 10, 60), registry=r,
         )
+        self.tunings = Counter("despina_tunings", "Tuning requests answered, by where the record came from: memory, disk,"
+                               " redis, tuned (measured for this request) or compiled (the client measures).", ["tier"],
+                               registry=r)
+        self.benchmarks = Counter("despina_benchmarks", "Configs measured on the GPU for a tuning, by outcome: ok, or"
+                                  " dropped (a fault, a launch refused, a time-out).", ["outcome"], registry=r)
         for tier in TIERS:
             self.answers.labels(tier)
+        for tier in TUNING_TIERS:
+            self.tunings.labels(tier)
+        for outcome in ("ok", "dropped"):
+            self.benchmarks.labels(outcome)
         for tier in ("disk", "redis"):
             self.corrupt.labels(tier)
         for image in IMAGE_FORMATS:

@@ -11,6 +11,10 @@ and its crashes are tested on CPU-only machines.
     refuse_kernel a launch the GPU refuses (FAILED_PRECONDITION); the worker stays
     anything else every buffer comes back unchanged
 
+A tuning's benchmark job (one with "bench") measures 1/num_warps ms, so that the config with the most
+warps wins; for `tune_fault_kernel`, 2 warps fault (sticky, the worker exits) and 1 warp crashes the
+worker.
+
 `no_device` is a host without a GPU; `broken` is an executor that fails to open for another reason.
 """
 
@@ -24,13 +28,17 @@ import numpy as np
 
 from despina.server.execute import ExecuteFailure, NoDevice
 
+NAME = "Fake GPU 80GB"
+
 
 class FakeExecutor:
-    info = {"target": "sm_90a", "driver_version": 0, "device": "device 0 (a fake GPU)"}
+    info = {"target": "sm_90a", "driver_version": 0, "device": "device 0 (a fake GPU)", "name": NAME}
 
     def run(self, job: dict[str, Any]) -> dict[str, Any]:
         name = job["name"]
         assert job["image"] and job["num_warps"] >= 1 and len(job["grid"]) == 3
+        if "bench" in job:
+            return self.bench(job)
         buffers = [bytes(a) for a in job["args"] if isinstance(a, bytes)]
         if name == "spin_kernel":
             while True:
@@ -51,6 +59,19 @@ class FakeExecutor:
             out[:n] = x[:n] + y[:n]
             buffers[2] = out.tobytes()
         return {"buffers": buffers, "seconds": 1e-4, "pid": os.getpid()}
+
+
+    def bench(self, job: dict[str, Any]) -> dict[str, Any]:
+        name, warps = job["name"], job["num_warps"]
+        for (_, ty), a in zip(job["params"], job["args"]):
+            assert isinstance(a, (bytes, dict, int, float)), a
+            assert not isinstance(a, dict) or (ty.startswith("ptr<") and a["zeros"] >= 0), (ty, a)
+        if name == "tune_fault_kernel" and warps == 2:
+            raise ExecuteFailure("ABORTED", f"kernel '{name}' faulted on the daemon's GPU (a fake GPU): "
+                                 "CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access", fatal=True)
+        if name == "tune_fault_kernel" and warps == 1:
+            os._exit(3)
+        return {"ms": 1.0 / warps, "runs": 1, "seconds": 1e-4, "pid": os.getpid()}
 
 
 def open_executor() -> FakeExecutor:

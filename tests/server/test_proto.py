@@ -37,7 +37,8 @@ def test_descriptor_matches_the_proto(tmp_path: Path) -> None:
 
 def test_grpc_module_covers_every_method() -> None:
     methods = [m.name for m in service_pb2.DESCRIPTOR.services_by_name["Compiler"].methods]
-    assert methods == ["Compile", "GetArtifact", "Execute", "Stats"]
+    assert methods == ["Compile", "GetArtifact", "Execute", "Stats", "Tune", "ReportTuning", "ListTunings",
+                       "ClearTunings"]
     assert all(hasattr(service_pb2_grpc.CompilerServicer, m) for m in methods)
     source = Path(service_pb2_grpc.__file__).read_text()
     assert "from despina.proto import service_pb2 as" in source
