@@ -6,7 +6,9 @@
     def kernel(x_ptr, n, BLOCK: tl.constexpr): ...
 
 The first launch for each value of the `key` arguments (and the argument dtypes) runs every
-surviving config, keeps the fastest, and later launches with that key reuse it.
+surviving config, keeps the fastest, and later launches with that key reuse it. On the GPU the configs
+are compiled at once and the choice is kept beyond the process: on the daemon (DESPINA_SERVER), which
+tunes for the whole cluster, or on disk (`despina tune ls`); see `despina.tuning`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import builtins
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from . import tuning
 from .testing import do_bench
 
 
@@ -71,6 +74,12 @@ class Autotuner(_Wrapper):
         for name in self.key + list(reset_to_zero or []) + list(restore_value or []):
             if name not in self.arg_names:
                 raise ValueError(f"autotune names '{name}', which is not a parameter of '{self.__name__}'")
+        for i, config in enumerate(self.configs):
+            unknown = [k for k in config.kwargs if k not in self.arg_names]
+            if unknown:
+                raise ValueError(f"autotune of '{self.__name__}': config {i} ({config}) sets {', '.join(map(repr, unknown))}"
+                                 f", which {'is not a parameter' if len(unknown) == 1 else 'are not parameters'} of the "
+                                 f"kernel ({', '.join(self.arg_names)})")
         prune = prune_configs_by or {}
         self.early_config_prune = prune.get("early_config_prune")
         self.perf_model = prune.get("perf_model")
@@ -128,6 +137,8 @@ class Autotuner(_Wrapper):
             configs = self.prune_configs(named)
             if len(configs) == 1:
                 config = configs[0]
+            elif tuning.supported(self):
+                config = tuning.choose(self, configs, args, kwargs, grid, named)
             else:
                 self.configs_timings = {c: self._bench(c, args, kwargs, grid, named) for c in configs}
                 config = builtins.min(self.configs_timings, key=lambda c: self.configs_timings[c])

@@ -16,6 +16,7 @@ COMMANDS: dict[str, str] = {
     "serve": "despina.server.main",
     "compile": "despina.cli_compile",
     "cache": "despina.cli_cache",
+    "tune": "despina.cli_tune",
 }
 
 

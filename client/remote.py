@@ -272,14 +272,14 @@ class _Http:
             self.conn.close()
             self.conn = None
 
-    def _post(self, path: str, body: bytes) -> tuple[int, bytes]:
+    def _post(self, path: str, body: bytes | None, method: str = "POST") -> tuple[int, bytes]:
         with self.lock:
             for attempt in (0, 1):
                 fresh = self.conn is None
                 if fresh:
                     self.conn = self.connect()
                 try:
-                    self.conn.request("POST", path, body, self.headers)
+                    self.conn.request(method, path, body, self.headers)
                     response = self.conn.getresponse()
                     return response.status, response.read()
                 except TimeoutError:
@@ -291,10 +291,10 @@ class _Http:
                         raise ServerUnavailable("UNAVAILABLE", f"{type(e).__name__}: {e}") from None
             raise AssertionError("unreachable")
 
-    def _call(self, path: str, body: dict[str, Any]) -> Any:
-        """POST `body` as JSON to `path`: the JSON reply, or the daemon's error (`{"error": {code,
-        message}}`, else the status and the start of the body) raised."""
-        status, data = self._post(path, json.dumps(body).encode())
+    def _call(self, path: str, body: dict[str, Any] | None, method: str = "POST") -> Any:
+        """POST `body` as JSON to `path` (or GET or DELETE it, without a body): the JSON reply, or the
+        daemon's error (`{"error": {code, message}}`, else the status and the start of the body) raised."""
+        status, data = self._post(path, None if body is None else json.dumps(body).encode(), method)
         try:
             reply = json.loads(data)
         except ValueError:
@@ -304,6 +304,12 @@ class _Http:
             code, message = (error["code"], error["message"]) if isinstance(error, dict) else (f"HTTP_{status}", data[:500].decode(errors="replace"))
             raise (ServerUnavailable if status == 503 else RemoteError)(code, message)
         return reply
+
+    def _get(self, path: str) -> Any:
+        return self._call(path, None, "GET")
+
+    def _delete(self, path: str) -> Any:
+        return self._call(path, None, "DELETE")
 
     def compile(self, ir: bytes, options: dict[str, Any], target: str, spec: dict[str, str],
                 driver_version: int = 0) -> RemoteKernel:

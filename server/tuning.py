@@ -216,20 +216,21 @@ class Tuner:
             await asyncio.sleep(self.service.config.lease_ms / 3000)
             await self.store.renew(key, self.service.owner)
 
-    async def _compile(self, c: Candidate, target: str) -> tuple[str, Any]:
-        """(cache key, Entry) of one config's kernel, through the service's tiers (single-flight there too)."""
+    async def _compile(self, c: Candidate, target: str) -> tuple[str, Any, str]:
+        """(cache key, Entry, the tier that answered) of one config's kernel, through the service's tiers
+        (single-flight there too)."""
         creq = self._compile_request(c, target)
         ckey = self.service.key_of(creq)
-        entry = self.service.memory.get(ckey)
+        entry, tier = self.service.memory.get(ckey), "memory"
         if entry is None:
-            entry, _ = await self.service._shared(ckey, creq)
-        return ckey, entry
+            entry, tier = await self.service._shared(ckey, creq)
+        return ckey, entry, tier
 
-    async def _compile_every(self, req: TuneRequest, target: str) -> list[tuple[str, Any] | str]:
+    async def _compile_every(self, req: TuneRequest, target: str) -> list[tuple[str, Any, str] | str]:
         """Every config compiled at once; each one's (key, Entry), or why it failed. InvalidArgument
         listing every failure when all of them did."""
         results = await asyncio.gather(*(self._compile(c, target) for c in req.candidates), return_exceptions=True)
-        out: list[tuple[str, Any] | str] = []
+        out: list[tuple[str, Any, str] | str] = []
         for r in results:
             if isinstance(r, ServiceError):
                 out.append(f"{r.code}: {r.message}")
@@ -256,7 +257,7 @@ class Tuner:
                 timings.append(None)
                 errors.append(got)
                 continue
-            ckey, entry = got
+            ckey, entry, _ = got
             try:
                 ms = await self._bench(sig, ckey, entry, c, values, req, info)
             except ServiceError as e:
@@ -305,15 +306,15 @@ class Tuner:
         """The record and the winner's kernel for the client's target and driver: from the tiers, or compiled
         from the request's candidate when the tiers no longer hold it (None for a lookup then)."""
         ckey = tuning.compile_keys[tuning.winner] if tuning.compile_keys else ""
-        entry = None
+        entry, found = None, "memory"
         if ckey:
             try:
                 entry = await self.service.entry(ckey)
             except NotFound:
                 entry = None
         if entry is None and len(req.candidates) == len(tuning.labels):
-            _, entry = await self._compile(req.candidates[tuning.winner], req.target)
-        kernel = None if entry is None else await self.service._respond(entry, tier, req.driver_version)
+            _, entry, found = await self._compile(req.candidates[tuning.winner], req.target)
+        kernel = None if entry is None else await self.service._respond(entry, found, req.driver_version)
         self.service.metrics.tunings.labels(tier).inc()
         return TuneResponse(tuning.key, tier, tuning, kernel)
 
@@ -327,7 +328,7 @@ class Tuner:
                 kernels.append(None)
                 errors.append(got)
             else:
-                kernels.append(await self.service._respond(got[1], "compiled", req.driver_version))
+                kernels.append(await self.service._respond(got[1], got[2], req.driver_version))
                 errors.append(None)
         self.service.metrics.tunings.labels("compiled").inc()
         return TuneResponse(key, "compiled", None, None, kernels, errors)

@@ -203,3 +203,20 @@ def test_heuristics_under_autotune(device):
     kernel[grid](x, 64)
     assert kernel.best_config.kwargs == {"BLOCK": 32}
     np.testing.assert_array_equal(device.get(x), 2)
+
+
+def test_a_config_naming_a_parameter_the_kernel_lacks_is_refused_up_front():
+    @despina.jit
+    def copy_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+    configs = [despina.Config({"BLOCK": 32}), despina.Config({"BLOCK": 64, "BLOCK_N": 8})]
+    with pytest.raises(ValueError, match=r"config 1 \(Config\(BLOCK: 64, BLOCK_N: 8.*sets 'BLOCK_N', which is not a "
+                                         r"parameter of the kernel \(x_ptr, out_ptr, n, BLOCK\)"):
+        despina.autotune(configs=configs, key=["n"])(copy_kernel)
+
+
+def test_no_configs_is_refused():
+    with pytest.raises(ValueError, match="at least one Config"):
+        despina.autotune(configs=[], key=[])(despina.jit(lambda x: None))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -41,6 +42,68 @@ def binary(module: Module, options: dict[str, Any], target: str) -> cache.Binary
         disk.put(key, found)
     _MEMORY[key] = found
     return found
+
+
+def prepare(items: list[tuple[Module, dict[str, Any], str]], done: Callable[[int, str | None], None]) -> list[str | None]:
+    """Compile every (module, options, target) not already cached, at once in worker processes (one per
+    core, at most one per kernel), into memory and the disk cache, so that `binary` finds them; call
+    `done(i, error)` as each is ready. Each item's error message, or None. In-process (the daemon's
+    Tune does this for the daemon) only: without a daemon configured."""
+    keys = [cache.cache_key(m, _keyed(o), t) for m, o, t in items]
+    disk = cache.default_cache()
+    errors: list[str | None] = [None] * len(items)
+    missing = []
+    for i, key in enumerate(keys):
+        found = _MEMORY.get(key) or disk.get(key)
+        if found is None:
+            missing.append(i)
+        else:
+            _MEMORY[key] = found
+            done(i, None)
+    if len(missing) == 1:
+        i = missing[0]
+        try:
+            binary(*items[i])
+        except Exception as e:
+            errors[i] = f"{type(e).__name__}: {e}"
+        done(i, errors[i])
+    elif missing:
+        import concurrent.futures as cf
+        import multiprocessing as mp
+        import os
+
+        from despina.compiler.ir.codec import encode
+
+        workers = min(len(missing), os.cpu_count() or 1)
+        with cf.ProcessPoolExecutor(workers, mp.get_context("spawn"), initializer=_worker_start) as pool:
+            futures = {pool.submit(_compile_job, encode(items[i][0]), items[i][1], items[i][2]): i for i in missing}
+            for future in cf.as_completed(futures):
+                i = futures[future]
+                try:
+                    name, cubin, metadata, asm = future.result()
+                except Exception as e:  # the kernel's error, or a worker that died
+                    errors[i] = f"{type(e).__name__}: {e}"
+                else:
+                    STATS["compile"] += 1
+                    found = cache.Binary(name, cubin, metadata, asm)
+                    disk.put(keys[i], found)
+                    _MEMORY[keys[i]] = found
+                done(i, errors[i])
+    return errors
+
+
+def _worker_start() -> None:
+    import os
+
+    os.environ["DESPINA_LLVM_ISOLATE"] = "0"  # the worker process is the isolation already
+
+
+def _compile_job(ir: bytes, options: dict[str, Any], target: str) -> tuple[str, bytes, dict[str, Any], dict[str, str]]:
+    from despina.compiler.ir.codec import decode
+
+    module = decode(ir)
+    b = compile_module(module, options, target)
+    return b.name, b.cubin, b.metadata, b.asm
 
 
 def prestart(target: str | None = None) -> None:
