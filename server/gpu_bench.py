@@ -26,7 +26,7 @@ def measure(device: Any, launcher: Any, job: dict[str, Any], allocated: list[tup
     values: dict[str, Any] = {}
     pristine: list[tuple[int, int, int]] = []  # (pointer, copy, nbytes) put back before every launch
     for i, ((param, _), value) in enumerate(zip(job["params"], job["args"])):
-        if isinstance(value, dict) or isinstance(value, (bytes, bytearray)):
+        if isinstance(value, (dict, bytes, bytearray)):
             nbytes = int(value["zeros"]) if isinstance(value, dict) else len(value)
             pointer = driver.alloc(device, nbytes)
             allocated.append((pointer, nbytes))
@@ -39,7 +39,7 @@ def measure(device: Any, launcher: Any, job: dict[str, Any], allocated: list[tup
             if i in restore and nbytes:
                 copy = driver.alloc(device, nbytes)
                 allocated.append((copy, nbytes))
-                _copy(copy, pointer, nbytes)
+                driver.copy_on_device(device, copy, pointer, nbytes)
                 pristine.append((pointer, copy, nbytes))
             values[param] = pointer
         else:
@@ -48,7 +48,7 @@ def measure(device: Any, launcher: Any, job: dict[str, Any], allocated: list[tup
 
     def run() -> float:
         for pointer, copy, nbytes in pristine:
-            _copy(pointer, copy, nbytes)
+            driver.copy_on_device(device, pointer, copy, nbytes)
         if pristine:
             driver.synchronize()
         start = time.perf_counter()
@@ -63,9 +63,3 @@ def measure(device: Any, launcher: Any, job: dict[str, Any], allocated: list[tup
     times = [run() for _ in range(max(1, min(MAX_RUNS, int(float(bench.get("rep_ms", 100.0)) / estimate))))]
     return {"ms": statistics.median(times), "runs": len(times), "seconds": time.perf_counter() - first}
 
-
-def _copy(dst: int, src: int, nbytes: int) -> None:
-    from despina.runtime import driver
-
-    cu = driver.cu()
-    driver.call("cuMemcpyDtoD", cu.cuMemcpyDtoD, cu.CUdeviceptr(dst), cu.CUdeviceptr(src), nbytes)

@@ -288,6 +288,11 @@ def copy_to_device(dev: Device, dst: int, src_host: int, nbytes: int) -> None:
         call("cuMemcpyHtoD", cu().cuMemcpyHtoD, cu().CUdeviceptr(dst), src_host, nbytes)
 
 
+def copy_on_device(dev: Device, dst: int, src: int, nbytes: int) -> None:
+    with dev.activated():
+        call("cuMemcpyDtoD", cu().cuMemcpyDtoD, cu().CUdeviceptr(dst), cu().CUdeviceptr(src), nbytes)
+
+
 def copy_to_host(dev: Device, dst_host: int, src: int, nbytes: int) -> None:
     with dev.activated():
         call("cuMemcpyDtoH", cu().cuMemcpyDtoH, dst_host, cu().CUdeviceptr(src), nbytes)

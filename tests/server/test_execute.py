@@ -452,7 +452,7 @@ def test_gpu_executor_moves_buffers_with_host_memory_for_a_device(monkeypatch: p
     monkeypatch.setattr(launcher, "Launcher", Launcher)
 
     class Device:
-        target, context, modules = "sm_90a", 1, {}
+        target, context, modules, name = "sm_90a", 1, {}, "host memory"
 
         def load(self, image: bytes, name: str, shared: int, num_warps: int) -> Any:
             return (name, shared, num_warps)
@@ -461,7 +461,8 @@ def test_gpu_executor_moves_buffers_with_host_memory_for_a_device(monkeypatch: p
             return "device 0 (host memory)"
 
     executor = gpu.GpuExecutor(Device())
-    assert executor.info == {"target": "sm_90a", "driver_version": 12080, "device": "device 0 (host memory)"}
+    assert executor.info == {"target": "sm_90a", "driver_version": 12080, "device": "device 0 (host memory)",
+                             "name": "host memory"}
     x, y = np.arange(N, dtype=np.float32), np.ones(N, np.float32)
     args = [x.tobytes(), y.tobytes(), np.zeros(N, np.float32).tobytes(), N]
     work = {"name": "add_kernel", "image": b"cubin", "num_warps": 4, "shared": 0, "launch": {}, "grid": (1, 1, 1),
