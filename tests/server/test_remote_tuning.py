@@ -134,10 +134,23 @@ def test_despina_tune_on_a_daemon_and_on_disk(tuner: Daemon, tmp_path: Path, cap
     assert cli(["tune", "show", answer.key, "--server", tuner.grpc]) == 0
     out = capsys.readouterr().out
     assert "* " in out and "BLOCK: 2048, num_warps: 8" in out and "0.1250 ms" in out
-    assert cli(["tune", "clear", answer.key, "--server", tuner.grpc]) == 0
-    assert "cleared 1" in capsys.readouterr().out
-    assert httpx.get(f"{tuner.http}/v1/tunings/{answer.key}", timeout=5).status_code == 404
+    for url in (tuner.grpc, tuner.http):  # a daemon without a token deletes nothing
+        assert cli(["tune", "clear", answer.key, "--server", url]) == 1
+        assert "PERMISSION_DENIED" in capsys.readouterr().err
     assert cli(["tune", "show", "nope"]) == 2
+
+    d = Daemon(tmp_path, token="s3cret", extra=FAKE_GPU)
+    try:
+        monkeypatch.setenv("DESPINA_TOKEN", "s3cret")
+        answer = remote_tuning.tune(d.grpc, call())
+        assert cli(["tune", "clear", answer.key, "--server", d.grpc]) == 0
+        assert "cleared 1" in capsys.readouterr().out
+        assert httpx.get(f"{d.http}/v1/tunings/{answer.key}", headers=d.headers(), timeout=5).status_code == 404
+        remote_tuning.tune(d.http, call())
+        assert cli(["tune", "clear", "--server", d.http]) == 0 and "cleared 1" in capsys.readouterr().out
+    finally:
+        d.stop()
+        monkeypatch.delenv("DESPINA_TOKEN")
 
     monkeypatch.setenv("DESPINA_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("DESPINA_SERVER", raising=False)
