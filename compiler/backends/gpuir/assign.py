@@ -6,6 +6,12 @@ another (`expand_dims` and `reduce`: a slice of the parent; `dot` operands: a do
 result's layout). Each resulting class takes the coalesced layout of its widest memory access,
 else the default blocked layout. Where two uses disagree, a `convert_layout` op is inserted
 before the later use; the lowering moves its data through shared memory.
+
+Tensor-core dots are *anchors*: `accelerate.plan_dot` fixes the encodings of their result (with
+the loop-carried accumulator) and operands. An anchored class never absorbs a class that a
+memory access prefers: the epilogue's store gets a `convert_layout` from the accumulator's
+layout to its own coalesced one instead of being dragged into the MMA layout. Conversions
+between layouts that place every element alike are removed (`drop_trivial_converts`).
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from functools import lru_cache
 from ...ir.core import Block, Function, Module, Op, Value
 from ...ir.types import PointerType, TileType, elem_of, shape_of
 from ..errors import CompilationError, op_error
+from .accelerate import DotPlan, plan_dot
 from .axis import AxisAnalysis
 from .clone import clone_function
 from .encodings import Blocked, DotOperand, Encoding, Slice, coalesced_blocked, default_blocked
@@ -74,6 +81,8 @@ class _Assigner:
         self.shape: list[tuple[int, ...]] = []
         self.term: dict[int, Term] = {}
         self.prefs: list[tuple[Value, int, Blocked]] = []
+        self.anchor: dict[int, Encoding] = {}
+        self.memory: set[int] = set()
         self.inserts: dict[int, list[Op]] = {}
 
     # ---- classes ----------------------------------------------------------------------------
@@ -114,6 +123,11 @@ class _Assigner:
             return True
         if self.rank[a] != self.rank[b]:
             return False
+        aa, ab = self.anchor.get(a), self.anchor.get(b)
+        if aa is not None and ab is not None and aa != ab:
+            return False
+        if (aa is not None and b in self.memory) or (ab is not None and a in self.memory):
+            return False
         ta, tb = self.term.get(a), self.term.get(b)
         if ta is None or tb is None:
             return True
@@ -124,6 +138,11 @@ class _Assigner:
         if a == b:
             return
         ta, tb = self.term.pop(a, None), self.term.pop(b, None)
+        anchor = self.anchor.pop(a, None) or self.anchor.pop(b, None)
+        if anchor is not None:
+            self.anchor[a] = anchor
+        if b in self.memory:
+            self.memory.add(a)
         self.parent[b] = a
         if _numel(self.shape[b]) > _numel(self.shape[a]):
             self.shape[a] = self.shape[b]
@@ -203,6 +222,10 @@ class _Assigner:
                 assert out is not None
                 self.derive(out, ("slice", op.attrs["axis"], src))
         elif name == "dot":
+            plan = plan_dot(self.fn, op, self.num_warps)
+            if plan is not None:
+                self.anchored_dot(op, plan)
+                return
             acc = self.same(op, [2], op.results)
             assert acc is not None
             for i in (0, 1):
@@ -232,6 +255,22 @@ class _Assigner:
             self.block(after)
             self.yields(after, before.args)
             self.results(op.results, after.args)
+
+    def anchored_dot(self, op: Op, plan: DotPlan) -> None:
+        """Fix a tensor-core dot's encodings: the accumulator's class takes the MMA layout unless a
+        memory access or another anchor already claims it (`tl.dot(a, b, tl.load(...))`), in
+        which case the accumulator is converted into a class of its own; the operands are
+        converted to their dot-operand layouts."""
+        c = self.find(self.cls(op.operands[2]))
+        if c in self.memory or self.anchor.get(c, plan.acc) != plan.acc:
+            c = self.new_class(2)
+            self.convert(op, 2, c)
+        self.anchor[c] = plan.acc
+        self.join(op.result, c)
+        for i in (0, 1):
+            target = self.new_class(2)
+            self.anchor[target] = plan.operand(i)
+            self.convert(op, i, target)
 
     def slice_edge(self, op: Op, i: int, parent: int, axis: int) -> None:
         term: Term = ("slice", axis, parent)
@@ -274,6 +313,7 @@ class _Assigner:
         aligned = min(max(info.div[order[0]] // nbytes, 1), info.contig[order[0]])
         per_thread = min(aligned, 16 // nbytes)
         blocked = coalesced_blocked(ty.shape, order, per_thread, self.num_warps)
+        self.memory.add(self.find(self.cls(ptr)))
         self.prefs.append((ptr, blocked.size_per_thread[order[0]] * nbytes, blocked))
 
     def resolve(self) -> dict[int, Encoding]:
@@ -288,7 +328,9 @@ class _Assigner:
             root = self.find(c)
             if root not in cache:
                 term = self.term.get(root)
-                if term is not None and term[0] == "slice":
+                if root in self.anchor:
+                    cache[root] = self.anchor[root]
+                elif term is not None and term[0] == "slice":
                     cache[root] = Slice(term[1], encoding(term[2]))
                 elif term is not None:
                     cache[root] = DotOperand(term[1], encoding(term[2]))
@@ -310,6 +352,35 @@ class _Assigner:
         block.ops = ops
 
 
+def drop_trivial_converts(block: Block, encodings: dict[int, Encoding]) -> None:
+    """Remove each `convert_layout` whose source and result place every element alike (equal
+    linear layouts), using its source directly."""
+    replace: dict[int, Value] = {}
+    for op in block.ops:
+        for region in op.regions:
+            drop_trivial_converts(region, encodings)
+    kept: list[Op] = []
+    for op in block.ops:
+        op.operands = [replace.get(id(v), v) for v in op.operands]
+        for region in op.regions:
+            _rename(region, replace)
+        if op.name == CONVERT:
+            src, dst = encodings.get(id(op.operands[0])), encodings.get(id(op.result))
+            shape = shape_of(op.result.type)
+            if src is not None and dst is not None and _linear(src, shape) == _linear(dst, shape):
+                replace[id(op.result)] = op.operands[0]
+                continue
+        kept.append(op)
+    block.ops = kept
+
+
+def _rename(block: Block, replace: dict[int, Value]) -> None:
+    for op in block.ops:
+        op.operands = [replace.get(id(v), v) for v in op.operands]
+        for region in op.regions:
+            _rename(region, replace)
+
+
 def _numel(shape: tuple[int, ...]) -> int:
     n = 1
     for d in shape:
@@ -329,6 +400,7 @@ def assign_layouts(module: Module, num_warps: int) -> GpuFunction:
     assigner.block(fn.body)
     encodings = assigner.resolve()
     assigner.materialize(fn.body)
+    drop_trivial_converts(fn.body, encodings)
     # Inserted converts have no axis facts of their own: they carry their operand's.
     for op in fn.walk():
         if op.name == CONVERT:

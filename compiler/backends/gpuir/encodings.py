@@ -1,8 +1,8 @@
 """Layout encodings: how a tile is spread over a CTA, independent of the tile's exact shape.
 
 An encoding is a small parametric description (Triton's `#blocked`, `#slice`, `#dot_op`) that
-yields a `LinearLayout` for any shape of its rank. Tensor-core encodings (mma, wgmma and
-their dot operands) are added by implementing `linear()` the same way.
+yields a `LinearLayout` for any shape of its rank. Tensor-core encodings (`Mma` and its
+operands, `MmaOperand`) live in `mma.py`, shared-memory ones in `shared.py`.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .linear import LANES, Basis, LinearLayout, log2
+from .mma import Mma, MmaOperand
 
 
 def _unit(rank: int, dim: int, value: int) -> Basis:
@@ -54,7 +55,7 @@ class Blocked:
         for d in self.order:
             if shape[d] > tile[d]:
                 add(reg, d, tile[d], shape[d] // tile[d], True)
-        return LinearLayout(tuple(shape), tuple(reg), tuple(lane), tuple(warp))
+        return LinearLayout.distributed(tuple(shape), tuple(reg), tuple(lane), tuple(warp))
 
     def __str__(self) -> str:
         return (
@@ -104,13 +105,13 @@ class DotOperand:
         pshape[kdim] = 1  # the parent's other dim, replicated: only its own dims matter
         base = self.parent.linear(tuple(pshape))
         k_bases = tuple(_unit(rank, kdim, 1 << i) for i in range(log2(shape[kdim])))
-        return LinearLayout(tuple(shape), k_bases + base.reg, base.lane, base.warp)
+        return LinearLayout.distributed(tuple(shape), k_bases + base.reg, base.lane, base.warp)
 
     def __str__(self) -> str:
         return f"dot_op<{self.op_idx}, parent={self.parent}>"
 
 
-Encoding = Blocked | Slice | DotOperand
+Encoding = Blocked | Slice | DotOperand | Mma | MmaOperand
 
 
 def _distribute(shape: tuple[int, ...], spt: list[int], order: tuple[int, ...], num_warps: int) -> Blocked:

@@ -2,7 +2,7 @@
 
 Operands arrive in dot-operand layouts of the result's layout (layout assignment converts
 them), so a thread holds whole rows of A and whole columns of B for its own results.
-Tensor-core lowerings (`mma.sync`, `wgmma`) will be separate rules chosen by encoding.
+Dots that layout assignment put on tensor cores (an `Mma` result encoding) go to `mma.py`.
 """
 
 from __future__ import annotations
@@ -11,13 +11,17 @@ import llvmlite.ir as ir
 
 from ....ir.core import Op
 from ....ir.types import ScalarType, elem_of
+from ...gpuir.mma import Mma
 from .context import Lowering
 from .elementwise import _suffix, cast_value
+from .mma import mma_dot
 from .registry import Regs, lowering
 
 
 @lowering("dot")
 def dot(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
+    if isinstance(ctx.gpu.encoding(op.result), Mma):
+        return mma_dot(ctx, op, args)
     a_ll, b_ll, c_ll = (ctx.layout(v) for v in op.operands)
     a_elem, acc_elem = elem_of(op.operands[0].type), elem_of(op.operands[2].type)
     assert isinstance(a_elem, ScalarType) and isinstance(acc_elem, ScalarType)

@@ -10,6 +10,8 @@ import llvmlite.ir as ir
 
 from ....ir.core import Op
 from ...gpuir import LinearLayout
+from ...gpuir.mma import MmaOperand
+from . import ldmatrix
 from .context import Lowering
 from .registry import Regs, lowering
 from .smem import Index, convert, gather, numel, row_major
@@ -18,7 +20,12 @@ from .types import const, i32
 
 @lowering("convert_layout")
 def convert_layout(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
-    return [convert(ctx, ctx.elem(op.result), args[0], ctx.layout(op.operands[0]), ctx.layout(op.result))]
+    src, dst, elem = ctx.layout(op.operands[0]), ctx.layout(op.result), ctx.elem(op.result)
+    enc = ctx.gpu.encoding(op.result)
+    if ldmatrix.fits(enc, elem) and not (src.same_threads(dst) and set(dst.reg_of_index) <= set(src.reg_of_index)):
+        assert isinstance(enc, MmaOperand)
+        return [ldmatrix.to_operand(ctx, elem, args[0], src, dst, enc)]
+    return [convert(ctx, elem, args[0], src, dst)]
 
 
 def _zeroed(ll: LinearLayout, dims: set[int]) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]:

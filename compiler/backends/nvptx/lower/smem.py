@@ -102,15 +102,16 @@ def arrays(elems: Sequence[ElemType], count: int) -> tuple[list[int], int]:
     return offsets, total
 
 
-def vector_groups(ll: LinearLayout, elem: ElemType, base: int = 0) -> list[list[int]]:
+def vector_groups(ll: LinearLayout, elem: ElemType, base: int = 0, dim: int = -1) -> list[list[int]]:
     """`ll`'s registers in groups that move as one shared-memory access each, in a row-major
     array of `ll.shape` starting at element `base` of a 16-byte aligned buffer: register bits
-    `p_0, p_1, ...` that step the last dimension by 1, 2, ... (wherever they are among the
-    register bits) while every other basis steps it by a multiple of the group's size, so that a
-    group is that many consecutive, aligned elements of one row (at most 16 bytes)."""
+    `p_0, p_1, ...` that step dimension `dim` (the last by default) by 1, 2, ... (wherever they
+    are among the register bits) while every other basis steps it by a multiple of the group's
+    size, so that a group is that many consecutive, aligned elements of one row (at most 16
+    bytes)."""
     bits: list[int] = []
     if isinstance(elem, ScalarType) and not elem.is_bool() and ll.rank:
-        last = ll.rank - 1
+        last = dim % ll.rank
         while (1 << len(bits)) < 16 // elem_bytes(elem):
             unit = tuple((1 << len(bits)) if d == last else 0 for d in range(ll.rank))
             if unit not in ll.reg:
@@ -119,7 +120,7 @@ def vector_groups(ll: LinearLayout, elem: ElemType, base: int = 0) -> list[list[
         while bits:
             width = 1 << len(bits)
             others = [b for i, b in enumerate(ll.reg) if i not in bits] + list(ll.lane + ll.warp)
-            if not (ll.shape[-1] % width or base % width or any(b[last] % width for b in others)):
+            if not (ll.shape[last] % width or base % width or any(b[last] % width for b in others)):
                 break
             bits.pop()
     mask = sum(1 << p for p in bits)

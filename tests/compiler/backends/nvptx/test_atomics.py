@@ -132,7 +132,7 @@ class Threads:
         self.atoms: list[str] = []
 
     def layout(self, v: Any) -> LinearLayout:
-        return LinearLayout((N,), (), tuple((1 << i,) for i in range(5)), ((32,), (64,)))
+        return LinearLayout.distributed((N,), (), tuple((1 << i,) for i in range(5)), ((32,), (64,)))
 
     def owner(self, ll: LinearLayout) -> None:
         return None

@@ -319,7 +319,7 @@ def test_dot_operands_move_through_shared_memory_as_128_bit_vectors() -> None:
     assert sum(n for name, n in accesses.items() if ".v4." not in name) <= 1, accesses
 
 
-def test_fp16_dot_accumulates_in_fp32() -> None:
+def test_fp16_dot_accumulates_in_fp32_on_tensor_cores() -> None:
     k = KernelBuilder("dot16", [("a", PointerType(float16)), ("c", f32p)])
     r16 = k.arange(0, 16)
     offs = k.bin("add", k.bin("mul", k.expand(r16, 1), 16), k.expand(r16, 0))
@@ -327,7 +327,8 @@ def test_fp16_dot_accumulates_in_fp32() -> None:
     c = k.op("dot", a, a, k.full([16, 16], 0.0, float32))
     k.store(k.ptrs(k["c"], offs), c)
     compiled = build(k.module(divisibility=[0, 1]))
-    filecheck(ptx(compiled), "CHECK: cvt.f32.f16\nCHECK: fma.rn.f32")
+    filecheck(ptx(compiled), "CHECK: ldmatrix.sync.aligned.m8n8.x4.shared.b16\nCHECK: mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32")
+    assert "fma.rn.f32" not in ptx(compiled)
 
 
 def test_atomics_carry_their_semantics_and_scope() -> None:

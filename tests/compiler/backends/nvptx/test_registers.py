@@ -184,7 +184,7 @@ def _evaluate(value: object, tid: int) -> int:
         Blocked((8,), (32,), (4,), (0,)).linear((512,)),  # lanes and warps replicate
         Blocked((1, 4), (8, 4), (4, 1), (1, 0)).linear((32, 16)),
         Blocked((2, 2), (4, 8), (2, 2), (0, 1)).linear((64, 64)),
-        LinearLayout((16,), ((1,),), ((2,), (4,), (6,), (8,), (0,)), ((0,), (0,))),  # not powers of two
+        LinearLayout.distributed((16,), ((1,),), ((2,), (4,), (6,), (8,), (0,)), ((0,), (0,))),  # not powers of two
     ],
     ids=str,
 )

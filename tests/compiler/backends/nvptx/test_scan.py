@@ -181,11 +181,11 @@ def test_scan_of_16_over_4_warps_like_custom_scan_kernel(reverse: bool, monkeypa
 
 LAYOUTS = {
     # registers, lanes and warps all along the axis, in increasing powers
-    "reg-lane-warp": (LinearLayout((1024,), ((1,), (2,)), ((4,), (8,), (16,), (32,), (64,)), ((128,), (256,), (512,))), 8),
+    "reg-lane-warp": (LinearLayout.distributed((1024,), ((1,), (2,)), ((4,), (8,), (16,), (32,), (64,)), ((128,), (256,), (512,))), 8),
     # a register bit above the lane and warp bits, and a replicated lane bit
-    "warp-below-reg": (LinearLayout((256,), ((128,),), ((1,), (2,), (0,), (4,), (8,)), ((16,), (32,), (64,))), 8),
+    "warp-below-reg": (LinearLayout.distributed((256,), ((128,),), ((1,), (2,), (0,), (4,), (8,)), ((16,), (32,), (64,))), 8),
     # lanes split between two dimensions; warps along the other one
-    "2d": (LinearLayout((8, 16), ((0, 1),), ((0, 2), (0, 4), (1, 0), (2, 0), (0, 8)), ((4, 0), (0, 0))), 4),
+    "2d": (LinearLayout.distributed((8, 16), ((0, 1),), ((0, 2), (0, 4), (1, 0), (2, 0), (0, 8)), ((4, 0), (0, 0))), 4),
 }
 
 
