@@ -216,11 +216,52 @@ def compile_times(workdir: Path, quick: bool) -> list[list[Any]]:
     return rows
 
 
+MATMUL_CONFIGS = [(128, 128, 64, 8, 3), (128, 256, 64, 8, 3), (128, 128, 64, 8, 4), (128, 256, 64, 8, 4)]
+
+
+def matmul(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
+    """The tutorial matmul, TFLOP/s; Triton's tensor-core path is mma.sync when DISABLE_MMA_V3=1 is
+    set (the sm_80 comparison), wgmma otherwise. The last columns: despina's registers per thread
+    and spilled bytes, read from its cubin."""
+    import torch
+
+    import despina
+
+    rows = []
+    for dtype in ("float16", "bfloat16"):
+        for size in (4096,) if quick else (4096, 8192):
+            for bm, bn, bk, warps, stages in MATMUL_CONFIGS[:2] if quick else MATMUL_CONFIGS:
+                a = torch.randn((size, size), device="cuda", dtype=getattr(torch, dtype))
+                b = torch.randn((size, size), device="cuda", dtype=getattr(torch, dtype))
+                ref = torch.matmul(a, b).to(torch.float16)
+                grid = (size // bm, size // bn)
+                cells: list[Cell] = []
+                for name in ("despina", "triton"):
+                    c = torch.empty((size, size), device="cuda", dtype=torch.float16)
+                    k = kernels[name].matmul_kernel
+                    cells.append((lambda k=k, c=c: k[grid](a, b, c, size, size, size, size, 1, size, 1, size, 1,
+                                                          BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=warps,
+                                                          num_stages=stages),
+                                  lambda c=c: torch.testing.assert_close(c, ref, rtol=2e-2, atol=0.25)))
+                cells.append((lambda: torch.matmul(a, b), None))
+                sig = f"*{'fp16' if dtype == 'float16' else 'bf16'}:16," * 2 + "*fp16:16," + ",".join(
+                    ["i32:16"] * 4 + ["i32:1", "i32:16", "i32:1", "i32:16", "i32:1"])
+                compiled = despina.compile(kernels["despina"].matmul_kernel, sig,
+                                           {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, num_warps=warps,
+                                           num_stages=stages)
+                flops = 2 * size**3
+                times = side_by_side(cells, lambda ms: flops / ms * 1e-9, 1 if quick else ROUNDS)
+                rows.append([f"{dtype[:4]} {size}^3 {bm}x{bn}x{bk} w{warps} s{stages}", *times,
+                             compiled.metadata["registers"], compiled.metadata["spill_stores"]])
+    return rows
+
+
 TABLES: list[tuple[str, list[str], Callable[..., list[list[Any]]]]] = [
     ("vector_add_fp32_GBps", ["n", "despina", "triton", "torch"], vector_add),
     ("softmax_fp32_GBps", ["shape", "despina", "triton", "torch"], softmax),
     ("layer_norm_fp16_GBps", ["shape", "despina", "triton", "torch"], layer_norm),
     ("launch_overhead_us", ["kernel", "despina", "triton", "torch add_"], launch_overhead),
+    ("matmul_TFLOPs", ["config", "despina", "triton", "torch", "regs", "spills"], matmul),
 ]
 
 
@@ -247,7 +288,8 @@ def main() -> None:
     args = parser.parse_args()
     import torch
 
-    print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}")
+    print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}  "
+          f"DISABLE_MMA_V3={os.environ.get('DISABLE_MMA_V3', '')}")
     workdir = Path(tempfile.mkdtemp(prefix="despina-bench-"))
     kernels = {flavor: load_kernels(flavor, workdir) for flavor in ("despina", "triton")}
     if args.out is not None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from ...ir.core import Block, Function, Module, Op, Value
 from ...ir.types import PointerType, TileType, elem_of, shape_of
@@ -27,6 +28,9 @@ from .axis import AxisAnalysis
 from .clone import clone_function
 from .encodings import Blocked, DotOperand, Encoding, Slice, coalesced_blocked, default_blocked
 from .linear import LinearLayout, log2, scalar_layout
+
+if TYPE_CHECKING:
+    from .pipeline import LoopPipeline
 
 CONVERT = "convert_layout"
 
@@ -43,13 +47,15 @@ Term = tuple[str, int, int]  # ("slice", axis, parent class) or ("dot", operand 
 @dataclass
 class GpuFunction:
     """The GPU IR of a kernel: a copy of its function with `convert_layout` ops inserted,
-    and an encoding for every tile value."""
+    an encoding for every tile value, and the plans of its software-pipelined loops (by loop op,
+    filled in by `pipeline.plan_pipelines`)."""
 
     fn: Function
     module_attrs: dict[str, object]
     num_warps: int
     encodings: dict[int, Encoding]
     axis: AxisAnalysis
+    pipelines: dict[int, LoopPipeline] = field(default_factory=dict)
     _layouts: dict[int, LinearLayout] = field(default_factory=dict)
 
     def encoding(self, v: Value) -> Encoding | None:

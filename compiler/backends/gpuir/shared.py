@@ -67,3 +67,14 @@ def operand_swizzle(shape: tuple[int, int], order: tuple[int, int], elem_bytes: 
     per_phase = max(128 // row_bytes, 1)
     max_phase = max(min(8, row_bytes // 16, 8 // per_phase), 1)
     return SwizzledShared(vec, per_phase, max_phase, order)
+
+
+def operand_shared(src: LinearLayout, op_idx: int, elem_bytes: int) -> SwizzledShared:
+    """Where a tensor-core operand (0 = A, 1 = B) held in registers of layout `src` is staged in
+    shared memory: contiguous along the dimension its registers walk in the longest vectors (K on
+    ties), so that each thread writes whole 16-byte vectors, swizzled for `ldmatrix`."""
+    kdim = 1 if op_idx == 0 else 0
+    other = 1 - kdim
+    contig = other if src.contiguous_regs(other) > src.contiguous_regs(kdim) else kdim
+    shape = (src.shape[0], src.shape[1])
+    return operand_swizzle(shape, (contig, 1 - contig), elem_bytes)

@@ -10,6 +10,7 @@ from ...ir.core import Module
 from ...ir.printer import print_module
 from ..errors import CompilationError
 from ..gpuir import assign_layouts, print_gpuir
+from ..gpuir.pipeline import plan_pipelines
 from .isolate import emit_ptx_isolated
 from .link import kernel_resources, link_cubin, nvjitlink_version
 from .llvm import emit_ptx, llvm_version, unresolved_intrinsics
@@ -65,8 +66,16 @@ def compile_module(
     name = module.kernel.name
     asm = Stages(ir=print_module(module))
     gpu = assign_layouts(module, num_warps)
+    plan_pipelines(gpu, num_stages)
     asm["gpuir"] = print_gpuir(gpu)
     llmodule, shared, launch = lower(gpu, tgt)
+    if shared > tgt.max_shared:
+        raise CompilationError(
+            f"the kernel needs {shared} bytes of shared memory with num_warps={num_warps}, num_stages={num_stages}; "
+            f"{tgt.arch} allows at most {tgt.max_shared} a block: use fewer num_stages or smaller blocks",
+            name,
+            module.kernel.loc,
+        )
     raw = str(llmodule)
     libdevice = find_libdevice() if any(n.startswith(LIBDEVICE_PREFIX) for n in llmodule.globals) else None
     use_worker = _isolate_default() if isolate is None else isolate

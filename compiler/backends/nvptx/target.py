@@ -27,6 +27,14 @@ class Target(NamedTuple):
     def arch_specific(self) -> bool:
         return self.arch.endswith("a")
 
+    @property
+    def max_shared(self) -> int:
+        """The most shared memory one block may have (the opt-in limit of the architecture)."""
+        return MAX_SHARED_BYTES[self.capability]
+
+
+MAX_SHARED_BYTES = {80: 166912, 86: 101376, 89: 101376, 90: 232448}
+
 
 TARGETS: dict[str, Target] = {
     name: Target(name, int(name[3:5])) for name in ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a")

@@ -8,9 +8,9 @@ parameters the kernel's arguments in order, a 1-D block of `32 * num_warps` thre
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import llvmlite.ir as ir
 from llvmlite.ir.values import FunctionAttributes
@@ -22,6 +22,9 @@ from ...gpuir import GpuFunction, LinearLayout
 from ...gpuir.smem_alloc import SharedAllocator
 from ..target import DATA_LAYOUT, TRIPLE, Target
 from .registry import RULES, Regs
+
+if TYPE_CHECKING:
+    from .ldmatrix import SharedOperand
 from .types import const, i1, i32, i64, llvm_type, sptr, void
 
 
@@ -69,6 +72,9 @@ class Lowering:
         self._smem: ir.Value | None = None
         self._dyn: dict[tuple[object, ...], list[ir.Value]] = {}
         self._owner: dict[tuple[int, int], ir.Value | None] = {}
+        self.shared_operands: dict[int, SharedOperand] = {}
+        """Dot operands (by value) that lie in shared memory, read by the dot itself (ring slots of
+        pipelined loads: `lower/pipeline.py`)."""
         self.prints = False
         """Whether the kernel prints (`device_print`): its launches wait for it and flush stdout."""
         self.asserts: list[dict[str, Any]] = []
@@ -225,6 +231,12 @@ class Lowering:
         return self.call(f"llvm.nvvm.read.ptx.sreg.{name}", i32, [])
 
     # ---- where registers live -----------------------------------------------------------------
+
+    def at_entry(self, key: tuple[object, ...], make: Callable[[ir.IRBuilder], list[ir.Value]]) -> list[ir.Value]:
+        """Values computed once, at the kernel's entry, by `make` (given the entry's builder)."""
+        if key not in self._dyn:
+            self._dyn[key] = make(self.prologue)
+        return self._dyn[key]
 
     def dyn_index(self, ll: LinearLayout) -> list[ir.Value]:
         """The lane- and warp-dependent part of every dim's index (computed once, at entry).

@@ -8,29 +8,16 @@ import llvmlite.ir as ir
 from ....ir.core import Op
 from ....ir.types import ScalarType, elem_of
 from .context import Lowering
+from .phis import close_phis, phis
+from .pipeline import pipelined_for
 from .registry import Regs, lowering
-
-
-def _phis(ctx: Lowering, values: list[Regs], pred: ir.Block) -> list[list[ir.PhiInstr]]:
-    out = []
-    for regs in values:
-        row = []
-        for v in regs:
-            phi = ctx.b.phi(v.type)
-            phi.add_incoming(v, pred)
-            row.append(phi)
-        out.append(row)
-    return out
-
-
-def _close(phis: list[list[ir.PhiInstr]], values: list[Regs], block: ir.Block) -> None:
-    for row, regs in zip(phis, values):
-        for phi, v in zip(row, regs):
-            phi.add_incoming(v, block)
 
 
 @lowering("for")
 def for_loop(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
+    plan = ctx.gpu.pipelines.get(id(op))
+    if plan is not None:
+        return pipelined_for(ctx, op, args, plan)
     b = ctx.b
     lo, hi, step = args[0][0], args[1][0], args[2][0]
     bound = elem_of(op.operands[0].type)
@@ -41,7 +28,7 @@ def for_loop(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
     pre = b.block
     b.branch(header)
     b.position_at_end(header)
-    (iv,), *carried = _phis(ctx, [[lo], *args[3:]], pre)
+    (iv,), *carried = phis(ctx, [[lo], *args[3:]], pre)
     cond = b.icmp_signed("<", iv, hi) if signed else b.icmp_unsigned("<", iv, hi)
     b.cbranch(cond, body, exit_)
     b.position_at_end(body)
@@ -49,8 +36,8 @@ def for_loop(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
     yields = ctx.lower_region(op.regions[0], [[iv], *carried])
     ctx.loop_body_end()
     latch = b.block
-    _close([[iv]], [[b.add(iv, step)]], latch)
-    _close(carried, yields, latch)
+    close_phis([[iv]], [[b.add(iv, step)]], latch)
+    close_phis(carried, yields, latch)
     b.branch(header)
     b.position_at_end(exit_)
     return [list(row) for row in carried]
@@ -75,9 +62,9 @@ def if_op(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
     ctx.shared.join(states)
     b.position_at_end(merge)
     (then_end, then_vals), (else_end, else_vals) = ends
-    phis = _phis(ctx, then_vals, then_end)
-    _close(phis, else_vals, else_end)
-    return [list(row) for row in phis]
+    merged = phis(ctx, then_vals, then_end)
+    close_phis(merged, else_vals, else_end)
+    return [list(row) for row in merged]
 
 
 @lowering("while")
@@ -89,14 +76,14 @@ def while_loop(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
     pre = b.block
     b.branch(before_bb)
     b.position_at_end(before_bb)
-    phis = _phis(ctx, args, pre)
+    carried = phis(ctx, args, pre)
     ctx.shared.loop_begin()
-    cond, *passed = ctx.lower_region(op.regions[0], [list(r) for r in phis])
+    cond, *passed = ctx.lower_region(op.regions[0], [list(r) for r in carried])
     b.cbranch(cond[0], after_bb, exit_)
     b.position_at_end(after_bb)
     yields = ctx.lower_region(op.regions[1], passed)
     ctx.loop_body_end()
-    _close(phis, yields, b.block)
+    close_phis(carried, yields, b.block)
     b.branch(before_bb)
     b.position_at_end(exit_)
     return passed

@@ -1,7 +1,7 @@
 """Tensor-core operands through swizzled shared memory: 16-byte stores, `ldmatrix` loads.
 
 A 16-bit operand tile is stored along its contiguous dimension (the one its source registers
-walk in vectors) in the swizzled layout of `gpuir.shared.operand_swizzle`, then read with
+walk in vectors) in the swizzled layout of `gpuir.shared.operand_shared`, then read with
 `ldmatrix.x4` (K contiguous) or `ldmatrix.x4.trans` (M or N contiguous): each lane gives the
 address of one 8-element row of one of four 8x8 matrices and receives, per matrix, the two
 elements of its fragment, so one instruction fills four 32-bit registers of the operand.
@@ -10,16 +10,18 @@ Both sides are conflict-free by the swizzle (tests/compiler/backends/test_gpuir_
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import llvmlite.ir as ir
 
 from ....ir.types import ElemType
 from ...gpuir import LinearLayout
 from ...gpuir.mma import MmaOperand
-from ...gpuir.shared import SwizzledShared, operand_swizzle
+from ...gpuir.shared import SwizzledShared, operand_shared
 from .context import Lowering
 from .registry import Regs
 from .smem import elem_bytes, numel, store_elems, vector_groups
-from .types import const, i8, i32, llvm_type, sptr
+from .types import const, i8, i32, llvm_type
 
 LDMATRIX = "llvm.nvvm.ldmatrix.sync.aligned.m8n8.x{n}{trans}.b16.p3"
 
@@ -27,12 +29,6 @@ LDMATRIX = "llvm.nvvm.ldmatrix.sync.aligned.m8n8.x{n}{trans}.b16.p3"
 def fits(enc: object, elem: ElemType) -> bool:
     """Whether `ldmatrix` can produce this operand: 16-bit elements in 32-bit pairs."""
     return isinstance(enc, MmaOperand) and enc.k_width == 2 and elem_bytes(elem) == 2
-
-
-def _contig_dim(src: LinearLayout, kdim: int) -> int:
-    """The dimension the source registers walk in the longest vectors (K on ties)."""
-    other = 1 - kdim
-    return other if src.contiguous_regs(other) > src.contiguous_regs(kdim) else kdim
 
 
 def swizzled_offset(ctx: Lowering, enc: SwizzledShared, shape: tuple[int, ...], row: ir.Value, col: ir.Value) -> ir.Value:
@@ -46,13 +42,29 @@ def swizzled_offset(ctx: Lowering, enc: SwizzledShared, shape: tuple[int, ...], 
     return b.add(b.mul(row, const(i32, cols)), inner)
 
 
+@dataclass(frozen=True)
+class SharedOperand:
+    """A tensor-core operand that lies in shared memory (layout `shared` from `base`), read into
+    registers of `layout` by `ldmatrix` a group of four 8x8 matrices at a time: eagerly after a
+    conversion (`to_operand`), or as the dot needs them (a pipelined load's ring slot)."""
+
+    elem: ElemType
+    layout: LinearLayout
+    shared: SwizzledShared
+    base: ir.Value
+    op_idx: int
+
+    @property
+    def group_mask(self) -> int:
+        """The register bits one `ldmatrix.x4` fills: a 32-bit pair and two matrix bits."""
+        return (1 << (1 + min(2, len(self.layout.reg) - 1))) - 1
+
+
 def to_operand(ctx: Lowering, elem: ElemType, regs: Regs, src: LinearLayout, dst: LinearLayout, enc: MmaOperand) -> Regs:
     """`regs` (layout `src`) as the tensor-core operand `enc` (layout `dst`)."""
     shape = dst.shape
-    kdim = 1 if enc.op_idx == 0 else 0
-    contig = _contig_dim(src, kdim)
-    rows_dim = 1 - contig
-    swz = operand_swizzle((shape[0], shape[1]), (contig, rows_dim), 2)
+    swz = operand_shared(src, enc.op_idx, 2)
+    contig, rows_dim = swz.order
     b = ctx.b
     with ctx.scratch(numel(shape) * 2) as buffer:
         base = b.gep(ctx.smem_base(), [const(i32, buffer)], source_etype=i8) if buffer else ctx.smem_base()
@@ -61,49 +73,55 @@ def to_operand(ctx: Lowering, elem: ElemType, regs: Regs, src: LinearLayout, dst
             off = swizzled_offset(ctx, swz, shape, idx[rows_dim], idx[contig])
             store_elems(ctx, elem, off, [regs[r] for r in group], buffer)
         ctx.barrier()
-        return _ldmatrix(ctx, elem, dst, swz, base, contig, ".trans" if contig != kdim else "")
+        operand = SharedOperand(elem, dst, swz, base, enc.op_idx)
+        out: dict[int, ir.Value] = {}
+        for g in range(0, dst.num_regs, operand.group_mask + 1):
+            out.update(read_group(ctx, operand, g))
+        return [out[r] for r in range(dst.num_regs)]
 
 
-def _ldmatrix(
-    ctx: Lowering, elem: ElemType, dst: LinearLayout, swz: SwizzledShared, base: ir.Value, contig: int, trans: str
-) -> Regs:
-    b = ctx.b
+def _lane_origin(ctx: Lowering, dst: LinearLayout, contig: int) -> list[ir.Value]:
+    """This lane's row and column in the operand (computed once, at entry): row `lane % 8` of
+    matrix `lane / 8`, whose origin steps by the bases of register bits 1 and 2 (the operand's
+    second and third element pairs), plus the warp's part."""
     rows_dim = 1 - contig
-    pair_bits = min(2, len(dst.reg) - 1)
-    count = 1 << pair_bits
-    name = LDMATRIX.format(n=count, trans=trans)
-    # Per lane: row `lane % 8` of matrix `lane / 8`; matrix j's origin steps by the bases of
-    # register bits 1 and 2 (the operand's second and third element pairs).
-    p = ctx.prologue
-    lane_row: ir.Value = p.and_(ctx.lane, const(i32, 7))
-    lane_col: ir.Value = const(i32, 0)
-    for j in range(pair_bits):
-        on = p.and_(p.lshr(ctx.lane, const(i32, 3 + j)), const(i32, 1))
-        basis = dst.reg[1 + j]
-        if basis[rows_dim]:
-            lane_row = p.add(lane_row, p.mul(on, const(i32, basis[rows_dim])))
-        if basis[contig]:
-            lane_col = p.add(lane_col, p.mul(on, const(i32, basis[contig])))
-    for w, basis in enumerate(dst.warp):
-        if any(basis):
-            on = p.and_(p.lshr(ctx.warp, const(i32, w)), const(i32, 1))
-            lane_row = p.add(lane_row, p.mul(on, const(i32, basis[rows_dim])))
-            lane_col = p.add(lane_col, p.mul(on, const(i32, basis[contig])))
+
+    def make(p: ir.IRBuilder) -> list[ir.Value]:
+        lane_row: ir.Value = p.and_(ctx.lane, const(i32, 7))
+        lane_col: ir.Value = const(i32, 0)
+        steps = [(ctx.lane, 3 + j, dst.reg[1 + j]) for j in range(min(2, len(dst.reg) - 1))]
+        steps += [(ctx.warp, w, basis) for w, basis in enumerate(dst.warp)]
+        for source, bit, basis in steps:
+            on = p.and_(p.lshr(source, const(i32, bit)), const(i32, 1))
+            if basis[rows_dim]:
+                lane_row = p.add(lane_row, p.mul(on, const(i32, basis[rows_dim])))
+            if basis[contig]:
+                lane_col = p.add(lane_col, p.mul(on, const(i32, basis[contig])))
+        return [lane_row, lane_col]
+
+    return ctx.at_entry(("ldmatrix", contig, dst.reg[1:3], dst.warp), make)
+
+
+def read_group(ctx: Lowering, operand: SharedOperand, reg: int) -> dict[int, ir.Value]:
+    """The registers of the `ldmatrix` group that holds register `reg` of the operand."""
+    b = ctx.b
+    dst, swz = operand.layout, operand.shared
+    contig, rows_dim = swz.order
+    kdim = 1 if operand.op_idx == 0 else 0
+    count = (operand.group_mask + 1) // 2
+    name = LDMATRIX.format(n=count, trans=".trans" if contig != kdim else "")
+    lane_row, lane_col = _lane_origin(ctx, dst, contig)
+    g = reg & ~operand.group_mask
+    static = dst.reg_index(g)
+    row = b.add(lane_row, const(i32, static[rows_dim])) if static[rows_dim] else lane_row
+    col = b.add(lane_col, const(i32, static[contig])) if static[contig] else lane_col
+    off = swizzled_offset(ctx, swz, dst.shape, row, col)
+    half = llvm_type(operand.elem)
+    ptr = b.gep(operand.base, [off], source_etype=half)
+    res = ctx.call(name, ir.LiteralStructType([i32] * count), [ptr])
     out: dict[int, ir.Value] = {}
-    half = llvm_type(elem)
-    mask = (1 << (1 + pair_bits)) - 1
-    for g in range(dst.num_regs):
-        if g & mask:
-            continue
-        static = dst.reg_index(g)
-        row = b.add(lane_row, const(i32, static[rows_dim])) if static[rows_dim] else lane_row
-        col = b.add(lane_col, const(i32, static[contig])) if static[contig] else lane_col
-        off = swizzled_offset(ctx, swz, dst.shape, row, col)
-        ptr = b.gep(base, [off], source_etype=half)
-        ret = ir.LiteralStructType([i32] * count)
-        res = ctx.call(name, ret, [b.bitcast(ptr, sptr)] if ptr.type != sptr else [ptr])
-        for j in range(count):
-            pair = b.bitcast(b.extract_value(res, j), ir.VectorType(half, 2))
-            out[g | (j << 1)] = b.extract_element(pair, const(i32, 0))
-            out[g | (j << 1) | 1] = b.extract_element(pair, const(i32, 1))
-    return [out[r] for r in range(dst.num_regs)]
+    for j in range(count):
+        pair = b.bitcast(b.extract_value(res, j), ir.VectorType(half, 2))
+        out[g | (j << 1)] = b.extract_element(pair, const(i32, 0))
+        out[g | (j << 1) | 1] = b.extract_element(pair, const(i32, 1))
+    return out

@@ -12,6 +12,7 @@ import llvmlite.ir as ir
 
 from ....ir.core import Op, Value
 from ....ir.types import ElemType, PointerType, ScalarType, elem_of
+from ...gpuir.access import access_width
 from .context import Lowering
 from .registry import Regs, lowering
 from .types import const, i8, i16, i32, i64, llvm_type, mem_bits, mem_type
@@ -21,30 +22,9 @@ _STORE_CACHE = {"wb", "cg", "cs", "wt"}
 _EVICT = {"evict_first", "evict_last", "evict_normal", "evict_unchanged", "no_allocate"}
 
 
-def _pow2_floor(n: int) -> int:
-    return 1 << (max(n, 1).bit_length() - 1)
-
-
-def _pow2_part(n: int) -> int:
-    return n & -n if n > 0 else 1
-
-
 def vector_width(ctx: Lowering, ptr: Value, mask: Value | None) -> int:
     """How many consecutive registers one access can cover (1 when nothing is known)."""
-    ll = ctx.layout(ptr)
-    if ll.rank == 0:
-        return 1
-    info = ctx.gpu.axis.info(ptr)
-    dim = max(reversed(range(ll.rank)), key=lambda d: info.contig[d])
-    pointee = elem_of(ptr.type)
-    assert isinstance(pointee, PointerType)
-    nbytes = max(mem_bits(pointee.element_ty) // 8, 1)
-    vec = min(
-        _pow2_part(info.contig[dim]), max(info.div[dim] // nbytes, 1), ll.contiguous_regs(dim), max(16 // nbytes, 1)
-    )
-    if mask is not None:
-        vec = min(vec, _pow2_part(ctx.gpu.axis.info(mask).const[dim]))
-    return _pow2_floor(vec)
+    return access_width(ctx.gpu, ptr, mask)
 
 
 def _word_bits(total: int) -> int:

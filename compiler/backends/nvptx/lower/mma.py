@@ -17,6 +17,7 @@ from ....ir.core import Op
 from ....ir.types import ScalarType, elem_of
 from ...gpuir.mma import MmaOperand
 from .context import Lowering
+from .ldmatrix import SharedOperand, read_group
 from .registry import Regs
 from .types import const, f16, f32, i32
 
@@ -40,6 +41,23 @@ def _tf32_split(ctx: Lowering, x: ir.Value) -> tuple[ir.Value, ir.Value]:
     return big, small
 
 
+class _Operand:
+    """The registers of one dot operand, by register index: lowered values, or `ldmatrix` reads of
+    a pipelined load's ring slot issued when the K step that needs them comes (so that only one
+    K step of the operand is live at a time)."""
+
+    def __init__(self, ctx: Lowering, regs: Regs, shared: SharedOperand | None) -> None:
+        self.ctx, self.regs, self.shared = ctx, regs, shared
+        self.read: dict[int, ir.Value] = {}
+
+    def __getitem__(self, r: int) -> ir.Value:
+        if self.shared is None:
+            return self.regs[r]
+        if r not in self.read:
+            self.read.update(read_group(self.ctx, self.shared, r))
+        return self.read[r]
+
+
 def mma_dot(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
     a_ll, b_ll, c_ll = (ctx.layout(v) for v in op.operands)
     enc = ctx.gpu.encoding(op.operands[0])
@@ -50,28 +68,28 @@ def mma_dot(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
     a_frag = [a_ll.reg_index(i) for i in range(4 * kw)]
     b_frag = [b_ll.reg_index(i) for i in range(2 * kw)]
     precision = op.attrs.get("input_precision")
+    a, bv = (_Operand(ctx, args[i], ctx.shared_operands.get(id(op.operands[i]))) for i in (0, 1))
     out = list(args[2])
 
-    def regs(values: list[ir.Value], ll_regs: list[int]) -> list[ir.Value]:
-        vals = [values[r] for r in ll_regs]
+    def regs(operand: _Operand, ll_regs: list[int]) -> list[ir.Value]:
+        vals = [operand[r] for r in ll_regs]
         if kw == 1:
             return vals
         return [_pack(ctx, vals[i : i + kw]) for i in range(0, len(vals), kw)]
 
-    for r in range(c_ll.num_regs):
-        if r & 3:
-            continue
-        m0, n0 = c_ll.reg_index(r)
-        acc = [out[r | i] for i in range(4)]
-        for k0 in range(0, a_ll.shape[1], instr_k):
+    # K steps outermost: each step's operand registers die before the next step's are read.
+    for k0 in range(0, a_ll.shape[1], instr_k):
+        for r in range(0, c_ll.num_regs, 4):
+            m0, n0 = c_ll.reg_index(r)
+            acc = [out[r | i] for i in range(4)]
             ar = [a_ll.reg_of_index[(m0 + dm, k0 + dk)] for dm, dk in a_frag]
             br = [b_ll.reg_of_index[(k0 + dk, n0 + dn)] for dk, dn in b_frag]
             if a_elem.is_fp32():
-                acc = _tf32_mma(ctx, [args[0][i] for i in ar], [args[1][i] for i in br], acc, precision == "tf32x3")
+                acc = _tf32_mma(ctx, [a[i] for i in ar], [bv[i] for i in br], acc, precision == "tf32x3")
             else:
-                acc = _mma(ctx, a_elem, c_elem, regs(args[0], ar), regs(args[1], br), acc)
-        for i in range(4):
-            out[r | i] = acc[i]
+                acc = _mma(ctx, a_elem, c_elem, regs(a, ar), regs(bv, br), acc)
+            for i in range(4):
+                out[r | i] = acc[i]
     return [out]
 
 

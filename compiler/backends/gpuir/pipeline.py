@@ -1,0 +1,210 @@
+"""Software pipelining of loops that load tensor-core operands (Triton's pipeliner, for cp.async).
+
+A `for` loop whose body loads a tile that only feeds a tensor-core dot (through the conversion to
+its operand layout) is run in `num_stages` stages: the loads of iteration `i + num_stages - 1` are
+issued as asynchronous copies (`cp.async`, zero-filling masked elements) into a ring of
+`num_stages` shared-memory buffers while iteration `i` multiplies what has already arrived, read
+with `ldmatrix` straight from its ring slot.
+
+This pass decides which loops and loads are pipelined and records the decision on the GPU IR: the
+loop's `pipeline` attribute and each load's `async_copy` attribute say what the lowering will emit
+(`print_gpuir` shows them), and `GpuFunction.pipelines` holds the plan the lowering follows. The
+ops that compute a pipelined load's pointers and mask (its *ahead slice*: address arithmetic,
+masks, the loop-carried pointers and their increments) must be pure and at the top level of the
+body; the lowering evaluates them for iteration `i + num_stages - 1` in the prologue and in each
+iteration, on loop-carried copies of the values they carry.
+
+The number of stages is the loop's own (`tl.range(..., num_stages=n)`), else the kernel's
+`num_stages` option; 1 turns pipelining off.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...ir.core import Block, Function, Op, Value
+from ...ir.ops import OPS
+from ...ir.types import ScalarType, TileType, elem_of
+from .access import access_dim, access_width
+from .assign import CONVERT, GpuFunction
+from .mma import MmaOperand
+from .shared import SwizzledShared, operand_shared
+
+_COPY_BYTES = (4, 8, 16)  # what one cp.async moves
+# Pure ops that still must not run ahead: a load may read what an earlier iteration stores, and a
+# dot is no address arithmetic worth repeating.
+_NOT_AHEAD = frozenset({"load", "dot"})
+
+
+@dataclass(frozen=True)
+class AsyncLoad:
+    """A load issued as asynchronous copies into a ring of shared-memory buffers, read by `convert`
+    (the conversion to a dot operand) with `ldmatrix`."""
+
+    load: Op
+    convert: Op
+    shared: SwizzledShared
+    op_idx: int  # 0: the dot's A, 1: its B
+    vec: int  # elements per cp.async
+    copy_bytes: int  # bytes per cp.async
+    slot_bytes: int
+
+
+@dataclass(frozen=True)
+class LoopPipeline:
+    """The plan of one pipelined loop."""
+
+    stages: int
+    loads: tuple[AsyncLoad, ...]
+    ahead: tuple[Op, ...]  # the body ops evaluated `stages - 1` iterations ahead, in program order
+    carried: tuple[int, ...]  # body arguments (1-based: 0 is the induction variable) they read
+    current: frozenset[int]  # ids of ahead ops that the iteration also needs for itself
+
+    def ring_bytes(self) -> int:
+        return self.stages * sum(a.slot_bytes for a in self.loads)
+
+    def is_async(self, op: Op) -> bool:
+        return any(a.load is op for a in self.loads)
+
+
+def _users(fn: Function) -> dict[int, list[Op]]:
+    users: dict[int, list[Op]] = {}
+    for op in fn.walk():
+        for v in op.operands:
+            users.setdefault(id(v), []).append(op)
+    return users
+
+
+def _is_zero(v: Value) -> bool:
+    owner = v.owner
+    return isinstance(owner, Op) and owner.name == "constant" and owner.attrs.get("value") in (0, 0.0, False)
+
+
+def _async_load(gpu: GpuFunction, op: Op, users: dict[int, list[Op]]) -> AsyncLoad | str:
+    """The plan of one load, or why it is not copied asynchronously."""
+    (user, *others) = users.get(id(op.result), [None])
+    if others or user is None or user.name != CONVERT:
+        return "its tile has other users than one dot operand conversion"
+    enc = gpu.encoding(user.result)
+    elem = elem_of(op.result.type)
+    if not isinstance(enc, MmaOperand) or enc.k_width != 2 or not isinstance(elem, ScalarType) or elem.itemsize != 2:
+        return "it does not feed a 16-bit tensor-core operand"
+    dots = users.get(id(user.result), [])
+    if len(dots) != 1 or dots[0].name != "dot":
+        return "its operand conversion has other users than one dot"
+    if op.attrs.get("volatile") or op.attrs.get("cache") or op.attrs.get("evict"):
+        return "it is volatile or names a cache or eviction policy (cp.async takes neither)"
+    ptr, mask = op.operands[0], (op.operands[1] if len(op.operands) > 1 else None)
+    if len(op.operands) > 2 and not _is_zero(op.operands[2]):
+        return "its `other` is not zero (cp.async fills masked elements with zeros)"
+    shared = operand_shared(gpu.layout(op.result), enc.op_idx, elem.itemsize)
+    vec = access_width(gpu, ptr, mask)
+    if vec * elem.itemsize not in _COPY_BYTES or (vec > 1 and access_dim(gpu, ptr) != shared.order[0]):
+        return f"its accesses are {vec * elem.itemsize} bytes (cp.async copies 4, 8 or 16 contiguous bytes)"
+    shape = op.result.type.shape if isinstance(op.result.type, TileType) else ()
+    return AsyncLoad(op, user, shared, enc.op_idx, vec, vec * elem.itemsize, shape[0] * shape[1] * elem.itemsize)
+
+
+def _ahead_slice(body: Block, roots: list[Value]) -> tuple[set[int], set[int]] | None:
+    """The body ops (ids) that compute `roots`, and the carried arguments (indices) they read, closed
+    over the back edge; None when an op among them cannot run ahead (not pure, or nested)."""
+    top = {id(op) for op in body.ops}
+    yields = body.terminator
+    assert yields is not None
+    ops: set[int] = set()
+    carried: set[int] = set()
+    work = list(roots)
+    while work:
+        v = work.pop()
+        owner = v.owner
+        if owner is body:
+            if v.index > 0 and v.index not in carried:
+                carried.add(v.index)
+                work.append(yields.operands[v.index - 1])
+            continue
+        if not isinstance(owner, Op) or id(owner) not in top or id(owner) in ops:
+            continue  # defined outside the loop, or already taken
+        pure = owner.name == CONVERT or not OPS[owner.name].side_effects
+        if owner.regions or owner.name in _NOT_AHEAD or not pure:
+            return None
+        ops.add(id(owner))
+        work.extend(owner.operands)
+    return ops, carried
+
+
+def _current(body: Block, loop: Op, ahead: set[int], carried: set[int], skip: set[int], users: dict[int, list[Op]]) -> set[int]:
+    """The ahead ops whose values the iteration also needs for itself (not only to feed the
+    asynchronous copies): used by other ops of the loop, or carried to after it."""
+    yields = body.terminator
+    assert yields is not None
+    need: set[int] = set()
+    work: list[Value] = []
+    for op in body.walk():
+        if id(op) not in ahead and id(op) not in skip and op is not yields:
+            work.extend(op.operands)
+    for j, (y, r) in enumerate(zip(yields.operands, loop.results), start=1):
+        if j not in carried or users.get(id(r)):
+            work.append(y)
+    seen_args: set[int] = set()
+    while work:
+        v = work.pop()
+        owner = v.owner
+        if owner is body and v.index in carried and v.index not in seen_args:
+            seen_args.add(v.index)
+            work.append(yields.operands[v.index - 1])
+        elif isinstance(owner, Op) and id(owner) in ahead and id(owner) not in need:
+            need.add(id(owner))
+            work.extend(owner.operands)
+    return need
+
+
+def plan_loop(gpu: GpuFunction, loop: Op, num_stages: int, users: dict[int, list[Op]]) -> LoopPipeline | str:
+    """The pipeline of `loop`, or why it is not pipelined."""
+    stages = loop.attrs.get("num_stages") or num_stages
+    if stages < 2:
+        return f"num_stages={stages}"
+    body = loop.regions[0]
+    loads: list[AsyncLoad] = []
+    ahead: set[int] = set()
+    carried: set[int] = set()
+    reasons: list[str] = []
+    for op in body.ops:
+        if op.name != "load":
+            continue
+        plan = _async_load(gpu, op, users)
+        found = _ahead_slice(body, list(op.operands)) if not isinstance(plan, str) else None
+        if found is None:
+            reason = plan if isinstance(plan, str) else "its address or mask needs an op that cannot run ahead"
+            op.attrs["async_copy"] = f"none: {reason}"
+            reasons.append(reason)
+            continue
+        assert not isinstance(plan, str)
+        loads.append(plan)
+        ahead |= found[0]
+        carried |= found[1]
+    if not loads:
+        return f"no load to pipeline: {reasons[0]}" if reasons else "no load feeds a tensor-core dot"
+    skip = {id(a.load) for a in loads}
+    current = _current(body, loop, ahead, carried, skip, users)
+    order = tuple(op for op in body.ops if id(op) in ahead)
+    return LoopPipeline(stages, tuple(loads), order, tuple(sorted(carried)), frozenset(current))
+
+
+def plan_pipelines(gpu: GpuFunction, num_stages: int) -> None:
+    """Plan every `for` loop of the kernel (innermost loops that load dot operands) and record the
+    plans in `gpu.pipelines` and as attributes the GPU IR dump shows."""
+    users = _users(gpu.fn)
+    for op in gpu.fn.walk():
+        if op.name != "for" or not any(o.name == "dot" for o in op.regions[0].walk()):
+            continue
+        plan = plan_loop(gpu, op, num_stages, users)
+        if isinstance(plan, str):
+            op.attrs["pipeline"] = f"none: {plan}"
+            continue
+        gpu.pipelines[id(op)] = plan
+        op.attrs["pipeline"] = (
+            f"{plan.stages} stages, {len(plan.loads)} loads by cp.async, ring of {plan.ring_bytes()} bytes"
+        )
+        for a in plan.loads:
+            a.load.attrs["async_copy"] = f"{a.copy_bytes}-byte copies into {a.shared}"
+

@@ -1,0 +1,124 @@
+"""Software pipelining on the CPU: which loops and loads the plan takes (and says why not in the
+GPU IR), what the PTX of a pipelined loop holds, stages from the kernel or the loop, and the
+shared-memory limit as a compile error."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+pytest.importorskip("llvmlite")
+pytest.importorskip("cuda.bindings.nvjitlink")
+
+import despina  # noqa: E402
+import despina.language as tl  # noqa: E402
+from despina.compiler.backends.errors import CompilationError  # noqa: E402
+
+from .test_registers import KERNELS  # noqa: E402
+
+# The benchmark's strides and sizes as a launch with 4096x4096 tensors specializes them.
+SIG = "*fp16:16,*fp16:16,*fp16:16,i32:16,i32:16,i32:16,i32:16,i32:1,i32:16,i32:1,i32:16,i32:1"
+
+
+def _matmul(bn: int = 128, stages: int = 3, target: str = "sm_80", sig: str = SIG) -> Any:
+    consts = {"BLOCK_M": 128, "BLOCK_N": bn, "BLOCK_K": 64}
+    return despina.compile(KERNELS.matmul_kernel, sig, consts, num_warps=8, num_stages=stages, target=target)
+
+
+def _loop(ptx: str) -> str:
+    """The PTX of the (one) loop body: from the wait for a stage to the branch back."""
+    start = ptx.index("cp.async.wait_group \t1;") if "wait_group \t1;" in ptx else ptx.index("cp.async.wait_group")
+    return ptx[start : ptx.index("bra", start)]
+
+
+@pytest.fixture(scope="module")
+def tutorial() -> Any:
+    return _matmul()
+
+
+def test_the_plan_shows_in_the_gpu_ir(tutorial: Any) -> None:
+    gpuir = tutorial.asm["gpuir"]
+    assert 'pipeline = "3 stages, 2 loads by cp.async, ring of 98304 bytes"' in gpuir
+    copies = re.findall(r'async_copy = "([^"]*)"', gpuir)
+    assert copies == ["16-byte copies into swizzled_shared<vec=8, perPhase=1, maxPhase=8, order=[1, 0]>"] * 2
+    assert tutorial.metadata["shared"] == 3 * (128 * 64 + 64 * 128) * 2
+
+
+def test_a_pipelined_loop_copies_ahead_and_reads_with_ldmatrix(tutorial: Any) -> None:
+    ptx = tutorial.asm["ptx"]
+    # Per thread a stage is 4 copies of A and 4 of B: the prologue issues two stages, the loop one.
+    assert ptx.count("cp.async.cg.shared.global") == 3 * 8
+    assert ptx.count("cp.async.commit_group") == 3
+    assert "cp.async.wait_group \t1;" in ptx and "cp.async.wait_group \t0;" in ptx
+    body = _loop(ptx)
+    assert "ld.global" not in body and "st.shared" not in body  # operands never pass through registers
+    assert body.count("bar.sync") == 1
+    assert body.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 8  # A: 2 m16 tiles x 4 k16 steps
+    assert body.count("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16") == 16  # B: 8 n8 tiles x 2 k32 pairs
+    assert body.count("mma.sync.aligned.m16n8k16") == 64
+    assert ".local" not in ptx and tutorial.metadata["spill_stores"] == 0
+
+
+def test_num_stages_1_turns_it_off() -> None:
+    k = _matmul(stages=1)
+    assert 'pipeline = "none: num_stages=1"' in k.asm["gpuir"] and "cp.async" not in k.asm["ptx"]
+
+
+def test_large_tiles_keep_one_k_step_of_operands_live() -> None:
+    k = _matmul(bn=256, stages=3)
+    assert k.metadata["spill_stores"] == 0 and k.metadata["shared"] == 3 * (128 * 64 + 64 * 256) * 2
+
+
+def test_a_configuration_over_the_shared_memory_limit_is_a_clear_error() -> None:
+    with pytest.raises(CompilationError, match=r"needs 196608 bytes of shared memory .* num_stages=4; sm_80 allows "
+                                               r"at most 166912 a block: use fewer num_stages or smaller blocks"):
+        _matmul(bn=256, stages=4)
+    assert _matmul(bn=256, stages=4, target="sm_90").metadata["shared"] == 196608
+
+
+@despina.jit
+def stages_kernel(a_ptr, b_ptr, c_ptr, K, OTHER: tl.constexpr, LOOP_STAGES: tl.constexpr):
+    rm, rn, rk = tl.arange(0, 64), tl.arange(0, 64), tl.arange(0, 32)
+    acc = tl.zeros((64, 64), tl.float32)
+    for k in tl.range(0, K, 32, num_stages=LOOP_STAGES):
+        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :], mask=(k + rk)[None, :] < K, other=OTHER)
+        b = tl.load(b_ptr + (k + rk)[:, None] * 64 + rn[None, :])
+        acc = tl.dot(a, b, acc)
+    tl.store(c_ptr + rm[:, None] * 64 + rn[None, :], acc)
+
+
+def _stages(other: float, loop_stages: int | None, kernel_stages: int, k_sig: str = "i32:16") -> Any:
+    return despina.compile(stages_kernel, f"*fp16:16,*fp16:16,*fp32:16,{k_sig}",
+                           {"OTHER": other, "LOOP_STAGES": loop_stages}, num_warps=4, num_stages=kernel_stages,
+                           target="sm_80")
+
+
+def test_the_loop_s_num_stages_overrides_the_kernel_s() -> None:
+    k = _stages(0.0, 4, 1)
+    assert 'pipeline = "4 stages, 2 loads by cp.async' in k.asm["gpuir"]
+    assert "cp.async.wait_group \t2;" in k.asm["ptx"]
+
+
+def test_loads_that_cannot_be_copied_say_why() -> None:
+    k = _stages(1.0, None, 3)  # A's masked elements are 1.0, not the zeros cp.async fills in
+    assert 'pipeline = "3 stages, 1 loads by cp.async' in k.asm["gpuir"]
+    assert 'async_copy = "none: its `other` is not zero (cp.async fills masked elements with zeros)"' in k.asm["gpuir"]
+    k = _stages(0.0, None, 3, "i32")  # K of unknown divisibility: A's rows are read 2 bytes at a time
+    assert 'async_copy = "none: its accesses are 2 bytes (cp.async copies 4, 8 or 16 contiguous bytes)"' in k.asm["gpuir"]
+    assert 'pipeline = "3 stages, 1 loads by cp.async' in k.asm["gpuir"]
+
+
+@despina.jit
+def no_dot_kernel(x_ptr, y_ptr, n):
+    acc = tl.zeros((64, 64), tl.float32)
+    for k in range(0, n):
+        x = tl.load(x_ptr + k * 4096 + tl.arange(0, 64)[:, None] * 64 + tl.arange(0, 64)[None, :])
+        acc += x
+    tl.store(y_ptr + tl.arange(0, 64)[:, None] * 64 + tl.arange(0, 64)[None, :], acc)
+
+
+def test_loops_without_a_dot_are_left_alone() -> None:
+    k = despina.compile(no_dot_kernel, "*fp16:16,*fp32:16,i32", {}, num_warps=4, num_stages=3, target="sm_80")
+    assert "pipeline" not in k.asm["gpuir"] and "cp.async" not in k.asm["ptx"]
