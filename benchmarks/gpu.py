@@ -222,7 +222,7 @@ MATMUL_CONFIGS = [(128, 128, 64, 8, 3), (128, 256, 64, 8, 3), (128, 128, 64, 8, 
 def matmul(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
     """The tutorial matmul, TFLOP/s; Triton's tensor-core path is mma.sync when DISABLE_MMA_V3=1 is
     set (the sm_80 comparison), wgmma otherwise. The last columns: despina's registers per thread
-    and spilled bytes, read from its cubin."""
+    and spills, read from its cubin, and Triton's."""
     import torch
 
     import despina
@@ -251,8 +251,10 @@ def matmul(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
                                            num_stages=stages)
                 flops = 2 * size**3
                 times = side_by_side(cells, lambda ms: flops / ms * 1e-9, 1 if quick else ROUNDS)
+                triton_kernel = cells[1][0]()  # Triton's launch returns its compiled kernel
                 rows.append([f"{dtype[:4]} {size}^3 {bm}x{bn}x{bk} w{warps} s{stages}", *times,
-                             compiled.metadata["registers"], compiled.metadata["spill_stores"]])
+                             compiled.metadata["registers"], compiled.metadata["spill_stores"],
+                             getattr(triton_kernel, "n_regs", "?"), getattr(triton_kernel, "n_spills", "?")])
     return rows
 
 
@@ -261,7 +263,8 @@ TABLES: list[tuple[str, list[str], Callable[..., list[list[Any]]]]] = [
     ("softmax_fp32_GBps", ["shape", "despina", "triton", "torch"], softmax),
     ("layer_norm_fp16_GBps", ["shape", "despina", "triton", "torch"], layer_norm),
     ("launch_overhead_us", ["kernel", "despina", "triton", "torch add_"], launch_overhead),
-    ("matmul_TFLOPs", ["config", "despina", "triton", "torch", "regs", "spills"], matmul),
+    ("matmul_TFLOPs", ["config", "despina", "triton", "torch", "regs", "spills", "triton regs", "triton spills"],
+     matmul),
 ]
 
 

@@ -44,6 +44,9 @@ def initialize() -> None:
 
             llvm.initialize_all_targets()
             llvm.initialize_all_asmprinters()
+            # 32-bit shared-memory addresses (as Triton's): half the registers for every address
+            # of a shared buffer, which tensor-core loops hold many of.
+            llvm.set_option("", "--nvptx-short-ptr")
             _initialized = True
 
 
