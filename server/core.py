@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from despina.compiler.ir.codec import IRDecodeError, decode
+from despina.compiler.ir.codec import IRDecodeError, decode, key_bytes
 from despina.compiler.ir.verifier import VerificationError, verify
 from despina.runtime import inventory
 
@@ -210,7 +210,11 @@ class CompileService:
         spec = req.specialization
         if len(spec) > MAX_SPECIALIZATION or any(len(k) + len(v) > 1024 for k, v in spec.items()):
             raise InvalidArgument(f"specialization is limited to {MAX_SPECIALIZATION} entries of 1 KiB")
-        return compile_key(req.ir, req.target, req.num_warps, req.num_stages, req.debug, spec, self.toolchain)
+        try:
+            ir = key_bytes(req.ir)
+        except IRDecodeError as e:
+            raise InvalidArgument(f"invalid IR: {e}") from None
+        return compile_key(ir, req.target, req.num_warps, req.num_stages, req.debug, spec, self.toolchain)
 
     async def compile(self, req: CompileRequest) -> CompileResponse:
         """A cubin and PTX for the request (PTX alone for a driver older than the toolchain), and the

@@ -1,10 +1,12 @@
 """The cache key: what a compiled kernel depends on, hashed.
 
-    key = compile_key(ir_bytes, target="sm_90", num_warps=4, num_stages=3, debug=False,
+    key = compile_key(codec.key_bytes(ir_bytes), target="sm_90", num_warps=4, num_stages=3, debug=False,
                       specialization={}, toolchain=toolchain())
 
 The IR's wire bytes are deterministic (`codec.encode`), so the same kernel gives the same key in
-every process; the toolchain string pins the versions of everything that turns IR into a cubin.
+every process; `codec.key_bytes` leaves out its source locations, so the same kernel from two
+checkouts gives the same key too. The toolchain string pins the versions of everything that turns
+IR into a cubin.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Mapping
 from functools import cache
 from importlib import metadata
 
-KEY_VERSION = 1
+KEY_VERSION = 2
 _TOOLS = ("despina", "llvmlite", "nvidia-nvjitlink", "nvidia-nvjitlink-cu12", "cuda-bindings")
 
 
@@ -41,7 +43,7 @@ def compile_key(
     specialization: Mapping[str, str],
     toolchain: str,
 ) -> str:
-    """64 hex digits naming one compiled kernel."""
+    """64 hex digits naming one compiled kernel; `ir` is the request's IR as `codec.key_bytes` gives it."""
     header = {
         "v": KEY_VERSION,
         "target": target,

@@ -5,7 +5,8 @@
     verify(module)          # decode does not verify; callers must before using the module
 
 Values travel as numbers in order of definition (as the printer numbers them), types as their
-printed text. `decode` checks only what it needs to build the objects (the schema version,
+printed text. Source locations travel in a table of their own (`Module.locations`, each file
+once), which `key_bytes` leaves out: a cache key names the kernel, not the checkout it came from. `decode` checks only what it needs to build the objects (the schema version,
 well-formed types and attributes, every value reference pointing at a value defined before it);
 it may return a module that is still malformed (an unknown op, a value used out of its scope),
 which is what `verifier.verify` is for.
@@ -19,9 +20,9 @@ from despina.proto import ir_pb2 as pb
 
 from .core import Block, Function, IRError, Loc, Module, Op, Value
 from .types import PointerType, ScalarType, TileType, Type, parse_type
-from .verifier import MAX_ATTR_DEPTH, MAX_REGION_DEPTH, MAX_TYPE_TEXT
+from .verifier import MAX_ATTR_DEPTH, MAX_ATTR_LIST, MAX_FUNCTIONS, MAX_REGION_DEPTH, MAX_TYPE_TEXT
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _I64, _U64 = 2**63, 2**64
 
 
@@ -35,6 +36,9 @@ class IRDecodeError(IRError):
 class _Encoder:
     def __init__(self) -> None:
         self.numbers: dict[int, int] = {}
+        self.items = 0  # functions and ops, in order
+        self.files: dict[str, int] = {}
+        self.entries: list[int] = []
 
     def define(self, v: Value) -> None:
         self.numbers[id(v)] = len(self.numbers)
@@ -44,6 +48,9 @@ class _Encoder:
         self.attrs(m.attrs, msg.attrs)
         for fn in m.functions:
             self.function(fn, msg.functions.add())
+        if self.entries:
+            msg.locations.files.extend(self.files)
+            msg.locations.entries.extend(self.entries)
         return msg
 
     def function(self, fn: Function, msg: Any) -> None:
@@ -51,7 +58,7 @@ class _Encoder:
         msg.arg_names.extend(fn.arg_names)
         msg.result_types.extend(str(t) for t in fn.result_types)
         msg.kernel = fn.kernel
-        self.loc(fn.loc, msg)
+        self.loc(fn.loc)
         self.block(fn.body, msg.body)
 
     def block(self, block: Block, msg: Any) -> None:
@@ -63,6 +70,7 @@ class _Encoder:
 
     def op(self, op: Op, msg: Any) -> None:
         msg.name = op.name
+        self.loc(op.loc)
         for i, v in enumerate(op.operands):
             number = self.numbers.get(id(v))
             if number is None:
@@ -74,11 +82,13 @@ class _Encoder:
         self.attrs(op.attrs, msg.attrs)
         for region in op.regions:
             self.block(region, msg.regions.add())
-        self.loc(op.loc, msg)
 
-    def loc(self, loc: Loc | None, msg: Any) -> None:
+    def loc(self, loc: Loc | None) -> None:
+        """Number the next function or op and record where it came from."""
         if loc is not None:
-            msg.loc.file, msg.loc.line, msg.loc.col = loc.file, loc.line, loc.col
+            file = self.files.setdefault(loc.file, len(self.files))
+            self.entries.extend((self.items, file, loc.line, loc.col))
+        self.items += 1
 
     def attrs(self, attrs: dict[str, Any], msg: Any) -> None:
         for key in sorted(attrs):
@@ -134,6 +144,8 @@ class _Decoder:
         self.values: list[Value | None] = []  # None: a result of an op still being decoded
         self.types: dict[str, Type] = {}
         self.where = "module"
+        self.items = 0  # functions and ops, in order
+        self.locs: dict[int, Loc] = {}
 
     def fail(self, why: str) -> NoReturn:
         raise IRDecodeError(f"{self.where}: {why}")
@@ -152,15 +164,17 @@ class _Decoder:
     def module(self, msg: Any) -> Module:
         if msg.schema_version != SCHEMA_VERSION:
             self.fail(f"schema version {msg.schema_version} is not the supported version {SCHEMA_VERSION}")
+        self.locations(msg.locations)
         attrs = self.attrs(msg.attrs)
         functions = [self.function(f) for f in msg.functions]
         return Module(functions, attrs, msg.ir_version)
 
     def function(self, msg: Any) -> Function:
         self.where = f"function '{msg.name[:80]}'"
+        loc = self.loc()
         result_types = [self.type(t) for t in msg.result_types]
         body = self.block(msg.body, 0)
-        return Function(msg.name, body, list(msg.arg_names), result_types, msg.kernel, self.loc(msg))
+        return Function(msg.name, body, list(msg.arg_names), result_types, msg.kernel, loc)
 
     def block(self, msg: Any, depth: int) -> Block:
         block = Block([self.type(t) for t in msg.arg_types])
@@ -170,6 +184,7 @@ class _Decoder:
         return block
 
     def op(self, msg: Any, depth: int) -> Op:
+        loc = self.loc()
         operands = []
         for i, number in enumerate(msg.operands):
             value = self.values[number] if number < len(self.values) else None
@@ -183,12 +198,28 @@ class _Decoder:
         if msg.regions and depth >= MAX_REGION_DEPTH:
             self.fail(f"regions nest deeper than {MAX_REGION_DEPTH}")
         regions = [self.block(r, depth + 1) for r in msg.regions]
-        op = Op(msg.name, operands, types, attrs, regions, self.loc(msg))
+        op = Op(msg.name, operands, types, attrs, regions, loc)
         self.values[first : first + len(types)] = op.results
         return op
 
-    def loc(self, msg: Any) -> Loc | None:
-        return Loc(msg.loc.file, msg.loc.line, msg.loc.col) if msg.HasField("loc") else None
+    def locations(self, msg: Any) -> None:
+        files, entries = list(msg.files), msg.entries
+        if len(entries) % 4:
+            self.fail(f"the location table holds {len(entries)} numbers, not four per item")
+        last = -1
+        for i in range(0, len(entries), 4):
+            item, file, line, col = entries[i : i + 4]
+            if item <= last:
+                self.fail(f"the location table's items are not in increasing order (item {item} after {last})")
+            if file >= len(files):
+                self.fail(f"the location of item {item} names file {file}; the table has {len(files)}")
+            self.locs[item] = Loc(files[file], line, col)
+            last = item
+
+    def loc(self) -> Loc | None:
+        """The location of the next function or op."""
+        self.items += 1
+        return self.locs.get(self.items - 1)
 
     def attrs(self, items: Any) -> dict[str, Any]:
         attrs: dict[str, Any] = {}
@@ -226,3 +257,52 @@ def decode(data: bytes) -> Module:
     except Exception as e:  # protobuf's DecodeError, or whatever its runtime raises on garbage
         raise IRDecodeError(f"not a serialized despina.ir.v1.Module: {e}") from None
     return _Decoder().module(msg)
+
+
+def key_bytes(data: bytes) -> bytes:
+    """`data` without its location table: what a cache key hashes, so that one kernel traced from two
+    checkouts (or one path written two ways) gets one key. `IRDecodeError` for bytes whose top level
+    is not protobuf records.
+
+    Only the module's top-level records are read (a few per module; at most MAX_FUNCTIONS functions
+    and MAX_ATTR_LIST attributes), each skipped by its length: the cost does not grow with the ops,
+    so a daemon can key a request before it decides to decode it."""
+    data = bytes(data)
+    kept: list[bytes] = []
+    i, records, n = 0, 0, len(data)
+    while i < n:
+        records += 1
+        if records > _MAX_TOP_LEVEL:
+            raise IRDecodeError(f"more than {_MAX_TOP_LEVEL} functions and module attributes")
+        start = i
+        tag, i = _varint(data, i)
+        wire = tag & 7
+        if wire == 0:
+            i = _varint(data, i)[1]
+        elif wire == 2:
+            length, i = _varint(data, i)
+            i += length
+        elif wire in (1, 5):
+            i += 8 if wire == 1 else 4
+        else:
+            raise IRDecodeError(f"not a serialized despina.ir.v1.Module: wire type {wire} at byte {start}")
+        if i > n:
+            raise IRDecodeError(f"not a serialized despina.ir.v1.Module: a record at byte {start} runs past the end")
+        if tag >> 3 != _LOCATIONS:
+            kept.append(data[start:i])
+    return b"".join(kept)
+
+
+_LOCATIONS = pb.Module.DESCRIPTOR.fields_by_name["locations"].number
+_MAX_TOP_LEVEL = 2 + MAX_FUNCTIONS + MAX_ATTR_LIST + 1  # versions, functions, attributes, locations
+
+
+def _varint(data: bytes, i: int) -> tuple[int, int]:
+    """The varint at `data[i:]` and the index after it."""
+    value = shift = 0
+    for j in range(i, min(i + 10, len(data))):
+        value |= (data[j] & 0x7F) << shift
+        if data[j] < 0x80:
+            return value, j + 1
+        shift += 7
+    raise IRDecodeError(f"not a serialized despina.ir.v1.Module: a bad varint at byte {i}")

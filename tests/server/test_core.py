@@ -109,6 +109,24 @@ def test_single_flight_stops_when_every_caller_left() -> None:
     with_service(body)
 
 
+def test_one_kernel_from_two_checkouts_is_one_entry_in_every_tier(shared_redis: RedisProcess) -> None:
+    salt = unique()
+    home = CompileRequest(vector_add_ir(salt=salt, file="/home/ann/despina/k.py"), target="sm_80")
+    ci = CompileRequest(vector_add_ir(salt=salt, file="/srv/ci/./checkout/k.py"), target="sm_80")
+    assert home.ir != ci.ir
+
+    async def first(service: CompileService) -> list[str]:
+        a, b = await service.compile(home), await service.compile(ci)
+        assert a.key == b.key and a.cubin == b.cubin
+        return [a.tier, b.tier]
+
+    async def second(service: CompileService) -> str:
+        return (await service.compile(ci)).tier
+
+    assert with_service(first, redis_url=shared_redis.url) == ["compiled", "memory"]
+    assert with_service(second, redis_url=shared_redis.url) == "redis"
+
+
 def test_bad_input_is_a_clear_error() -> None:
     good = vector_add_ir(salt=unique())
     bad = vector_add(salt=unique())

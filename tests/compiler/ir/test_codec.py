@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from strategies import modules
 
 from despina.compiler.ir.builder import Builder
-from despina.compiler.ir.codec import SCHEMA_VERSION, IRDecodeError, decode, encode
+from despina.compiler.ir.codec import SCHEMA_VERSION, IRDecodeError, decode, encode, key_bytes
 from despina.compiler.ir.core import Block, Function, IRError, Loc, Module, Op
 from despina.compiler.ir.hashing import module_hash
 from despina.compiler.ir.parser import parse_module
@@ -105,6 +105,71 @@ def test_encode_rejects_a_use_before_definition_and_bad_locations() -> None:
     m.kernel.loc = Loc("k.py", -1)
     with pytest.raises(IRError, match="cannot be encoded"):
         encode(m)
+
+
+def all_ops(block: Block) -> list[Op]:
+    return [x for op in block.ops for x in (op, *(y for r in op.regions for y in all_ops(r)))]
+
+
+def relocated(m: Module, file: str) -> Module:
+    """`m` with every function and op placed at a line of its own in `file`."""
+    m.kernel.loc = Loc(file, 1, 0)
+    for line, op in enumerate(all_ops(m.kernel.body), 2):
+        op.loc = Loc(file, line, line % 5)
+    return m
+
+
+def test_locations_travel_in_one_table_and_reach_ops_in_regions() -> None:
+    m = relocated(sample(), "/home/a/k.py")
+    msg = message_of(m)
+    assert list(msg.locations.files) == ["/home/a/k.py"]
+    back = decode(msg.SerializeToString())
+    assert [op.loc for op in all_ops(back.kernel.body)] == [op.loc for op in all_ops(m.kernel.body)]
+    assert back.kernel.loc == Loc("/home/a/k.py", 1, 0)
+    assert print_module(back) == print_module(m)
+
+
+def test_key_bytes_leave_locations_out() -> None:
+    one, two = encode(relocated(sample(), "/home/a/k.py")), encode(relocated(sample(), "/srv/ci/checkout/k.py"))
+    assert one != two and key_bytes(one) == key_bytes(two)
+    assert key_bytes(one) != key_bytes(encode(relocated(sample(answer=42), "/home/a/k.py")))
+    plain = decode(key_bytes(one))
+    assert plain.kernel.loc is None and all(op.loc is None for op in all_ops(plain.kernel.body))
+    assert print_module(plain, locs=False) == print_module(decode(one), locs=False)
+    for garbage in (b"\xff\xff\xff\xff", encode(sample())[:-3], b"\x0b", b"\x22\x05ab"):
+        with pytest.raises(IRDecodeError, match="not a serialized"):
+            key_bytes(garbage)
+
+
+def test_key_bytes_read_only_the_top_level() -> None:
+    msg = pb.Module(schema_version=SCHEMA_VERSION)
+    for _ in range(6000):
+        msg.functions.add()
+    with pytest.raises(IRDecodeError, match="more than 5123 functions and module attributes"):
+        key_bytes(msg.SerializeToString())
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(modules())
+def test_key_bytes_are_the_encoding_without_locations(m: Module) -> None:
+    data = encode(m)
+    for fn in m.functions:
+        fn.loc = None
+        for op in all_ops(fn.body):
+            op.loc = None
+    assert key_bytes(data) == encode(m)
+
+
+def test_decode_rejects_bad_location_tables() -> None:
+    msg = message_of(sample())
+    del msg.locations.entries[-1]
+    assert "holds 27 numbers, not four per item" in decode_error(msg)
+    msg = message_of(sample())
+    msg.locations.entries[4] = 0
+    assert "not in increasing order (item 0 after 0)" in decode_error(msg)
+    msg = message_of(sample())
+    msg.locations.entries[1] = 7
+    assert "names file 7; the table has 1" in decode_error(msg)
 
 
 def message_of(m: Module) -> Any:
