@@ -1,4 +1,4 @@
-"""The `despina` command: `despina <subcommand> ...`.
+"""The `despina` command: `despina <subcommand> ...` (also `python -m despina ...`).
 
 Each subcommand is a module with `HELP`, `add_arguments(parser)` and `run(args) -> int`, named in
 `COMMANDS`; adding one is one line there. A module is imported only to build the parser, and
@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="despina", description="Despina: tile-language GPU kernels as a service.")
+    parser.add_argument("--version", action="version", version=_version(), help="print the version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     modules = {}
     for name, module_name in COMMANDS.items():
@@ -29,6 +30,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         module.add_arguments(sub.add_parser(name, help=module.HELP, description=module.HELP))
     args = parser.parse_args(argv)
     return int(modules[args.command].run(args))
+
+
+def _version() -> str:
+    from despina import __version__
+
+    return f"despina {__version__} (Python {sys.version.split()[0]})"
 
 
 if __name__ == "__main__":

@@ -1,0 +1,8 @@
+"""`python -m despina ...` runs the `despina` command (despina/cli.py)."""
+
+import sys
+
+from .cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())
