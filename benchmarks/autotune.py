@@ -1,0 +1,146 @@
+"""Autotuning, cold and for a second client, Despina against Triton on one GPU.
+
+    python benchmarks/autotune.py [--out DIR] [--size 4096] [--workers 8]
+
+The kernel is `kernels.py`'s `matmul_tuned_kernel`: the tutorial matmul under `autotune` with 16
+configs (`TUNING_CONFIGS`), written for Triton; Despina runs the same file with its imports changed.
+Each figure comes from a fresh Python process with empty caches, timed from the first call of the
+autotuned kernel (which compiles and measures every config) until its launch has finished:
+
+1. Triton 3.x's autotuner (its configs compile one after another), fresh TRITON_CACHE_DIR.
+2. Despina through a daemon (`despina serve`, fresh, on a fresh redis-server): the daemon compiles
+   the configs at once across its workers and measures them on its GPU.
+3. Despina without a daemon: configs compiled at once in worker processes, measured here.
+4. A second client process against the same Redis, through a second daemon that never saw the
+   kernel (another host of the cluster): the tuned kernel with no compile and no benchmark, which
+   the second daemon's /v1/stats shows; and the same client against the first daemon.
+
+Goals (issue 10): cold (2) <= 0.3x Triton (1); the second client 0 compiles, 0 benchmarks,
+<= 20 ms to the first launch. redis-server comes from PATH or $DESPINA_REDIS_SERVER; without one the
+second daemon shares nothing and (4) reports the cross-daemon row as missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+
+
+def client(flavor: str, size: int) -> dict[str, Any]:
+    """Run in a fresh process: the first call of the autotuned matmul, timed; its winner and check."""
+    import torch
+
+    sys.path.insert(0, str(HERE))
+    from gpu import load_kernels
+
+    kernels = load_kernels(flavor, Path(tempfile.mkdtemp(prefix=f"despina-tune-{flavor}-")))
+    a = torch.randn((size, size), device="cuda", dtype=torch.float16)
+    b = torch.randn((size, size), device="cuda", dtype=torch.float16)
+    c = torch.empty((size, size), device="cuda", dtype=torch.float16)
+    kernel = kernels.matmul_tuned_kernel
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    kernel[lambda m: (((size + m["BLOCK_M"] - 1) // m["BLOCK_M"]) * ((size + m["BLOCK_N"] - 1) // m["BLOCK_N"]),)](
+        a, b, c, size, size, size, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
+    torch.cuda.synchronize()
+    wall = time.perf_counter() - start
+    torch.testing.assert_close(c, torch.matmul(a, b), rtol=2e-2, atol=0.25)
+    return {"wall_s": round(wall, 4), "winner": str(kernel.best_config)}
+
+
+def fresh(flavor: str, size: int, env: dict[str, str]) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, __file__, "--client", flavor, "--size", str(size)], capture_output=True,
+                         text=True, env=dict(os.environ, **env), timeout=900)
+    if out.returncode:
+        return {"error": (out.stderr or out.stdout).strip().splitlines()[-1][:300]}
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def stats(http_port: int) -> dict[str, Any]:
+    import httpx
+
+    return dict(httpx.get(f"http://127.0.0.1:{http_port}/v1/stats", timeout=10).json())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=Path(os.environ["OUT"]) if "OUT" in os.environ else None)
+    parser.add_argument("--size", type=int, default=4096)
+    parser.add_argument("--workers", type=int, default=8, help="the daemon's compile workers")
+    parser.add_argument("--client", choices=["despina", "triton"], help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.client:
+        print(json.dumps(client(args.client, args.size)))
+        return
+    from service import free_port, start_daemon
+
+    work = Path(tempfile.mkdtemp(prefix="despina-tune-bench-"))
+    rows: list[list[Any]] = []
+    triton = fresh("triton", args.size, {"TRITON_CACHE_DIR": str(work / "triton")})
+    rows.append(["triton autotune, cold", triton.get("wall_s", triton.get("error")), "", "", triton.get("winner", "")])
+    redis = shutil.which(os.environ.get("DESPINA_REDIS_SERVER", "redis-server"))
+    redis_proc, redis_url = None, None
+    if redis:
+        port = free_port()
+        redis_proc = subprocess.Popen([redis, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
+                                       "no", "--dir", str(work)], stdout=subprocess.DEVNULL)
+        redis_url = f"redis://127.0.0.1:{port}/0"
+        time.sleep(0.5)
+    daemons = []
+    try:
+        first = start_daemon(redis_url, args.workers)
+        daemons.append(first)
+        env = {"DESPINA_SERVER": f"grpc://127.0.0.1:{first[1]}", "DESPINA_SERVER_REQUIRED": "1",
+               "DESPINA_CACHE_DIR": str(work / "client-1")}
+        cold = fresh("despina", args.size, env)
+        s = stats(first[2])
+        rows.append(["despina through a daemon, cold", cold.get("wall_s", cold.get("error")), s.get("compiles"),
+                     s.get("benchmarks"), cold.get("winner", "")])
+        local = fresh("despina", args.size, {"DESPINA_CACHE_DIR": str(work / "client-local")})
+        rows.append(["despina in-process, cold", local.get("wall_s", local.get("error")), "", "", local.get("winner", "")])
+        again = fresh("despina", args.size, dict(env, DESPINA_CACHE_DIR=str(work / "client-2")))
+        s2 = stats(first[2])
+        rows.append(["second client, same daemon", again.get("wall_s", again.get("error")),
+                     s2.get("compiles", 0) - s.get("compiles", 0), s2.get("benchmarks", 0) - s.get("benchmarks", 0),
+                     again.get("winner", "")])
+        if redis_url:
+            second = start_daemon(redis_url, args.workers)
+            daemons.append(second)
+            other = fresh("despina", args.size, dict(env, DESPINA_SERVER=f"grpc://127.0.0.1:{second[1]}",
+                                                     DESPINA_CACHE_DIR=str(work / "client-3")))
+            s3 = stats(second[2])
+            rows.append(["second client, another daemon on the same Redis", other.get("wall_s", other.get("error")),
+                         s3.get("compiles"), s3.get("benchmarks"), other.get("winner", "")])
+        else:
+            rows.append(["second client, another daemon on the same Redis", "no redis-server", "", "", ""])
+    finally:
+        for proc, _, _ in daemons:
+            proc.terminate()
+            proc.wait(30)
+        if redis_proc is not None:
+            redis_proc.terminate()
+    header = ["run", "wall_s", "daemon compiles", "daemon benchmarks", "winner"]
+    print(f"\nautotune: tutorial matmul {args.size}^3 fp16, the 16 configs of kernels.TUNING_CONFIGS")
+    for row in rows:
+        print("  " + " | ".join(str(x) for x in row))
+    if isinstance(triton.get("wall_s"), float) and isinstance(cold.get("wall_s"), float):
+        print(f"  despina through a daemon / triton, cold: {cold['wall_s'] / triton['wall_s']:.3f}")
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        with open(args.out / "autotune.csv", "w", newline="") as f:
+            csv.writer(f).writerows([header, *rows])
+
+
+if __name__ == "__main__":
+    main()
