@@ -21,7 +21,6 @@ import ast
 import dataclasses
 import hashlib
 import json
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -71,7 +70,7 @@ def choose(at: Autotuner, configs: Sequence[Config], args: Sequence[Any], kwargs
         raise RuntimeError(f"autotune of '{fn.__name__}': the tuning record {tuning.key} names other configs than "
                            "the kernel's; clear it with `despina tune clear {tuning.key}`")
     at.configs_timings = {c: t for c, t in zip(configs, tuning.timings_ms) if t is not None}
-    if env.true(os.environ.get("DESPINA_PRINT_AUTOTUNING", "")):
+    if env.flag("DESPINA_PRINT_AUTOTUNING"):
         print_table(at.__name__, at._key(named), configs, tuning, time.perf_counter() - start)
     return configs[tuning.winner]
 
@@ -312,7 +311,7 @@ class Progress:
 
     def __init__(self, kernel: str, total: int) -> None:
         self.kernel, self.total = kernel, total
-        self.on = sys.stderr.isatty() and not env.true(os.environ.get("DESPINA_PRINT_AUTOTUNING", ""))
+        self.on = sys.stderr.isatty() and not env.flag("DESPINA_PRINT_AUTOTUNING")
         self.done_compiling = self.done_measuring = 0
         self.best: tuple[float, str] | None = None
         self.where = ""

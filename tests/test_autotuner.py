@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -220,3 +222,18 @@ def test_a_config_naming_a_parameter_the_kernel_lacks_is_refused_up_front():
 def test_no_configs_is_refused():
     with pytest.raises(ValueError, match="at least one Config"):
         despina.autotune(configs=[], key=[])(despina.jit(lambda x: None))
+
+
+@pytest.mark.parametrize("value, shown", [(None, True), ("1", False), ("0", True)])
+def test_progress_line_gives_way_to_the_printed_table(value: str | None, shown: bool,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a terminal the progress line shows unless DESPINA_PRINT_AUTOTUNING=1 prints the table instead
+    (the setting read as the environment stores it: a str here once crashed the GPU path)."""
+    from despina import tuning
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    if value is None:
+        monkeypatch.delenv("DESPINA_PRINT_AUTOTUNING", raising=False)
+    else:
+        monkeypatch.setenv("DESPINA_PRINT_AUTOTUNING", value)
+    assert tuning.Progress("k", 3).on is shown
