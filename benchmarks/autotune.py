@@ -5,7 +5,9 @@
 The kernel is `kernels.py`'s `matmul_tuned_kernel`: the tutorial matmul under `autotune` with 16
 configs (`TUNING_CONFIGS`), written for Triton; Despina runs the same file with its imports changed.
 Each figure comes from a fresh Python process with empty caches, timed from the first call of the
-autotuned kernel (which compiles and measures every config) until its launch has finished:
+autotuned kernel (which compiles and measures every config) until its launch has finished. Imports
+are done before the clock starts (the daemon's transport too), as a program pays them once at
+start-up; each process's figure is also given with them ("with imports"):
 
 1. Triton 3.x's autotuner (its configs compile one after another), fresh TRITON_CACHE_DIR.
 2. Despina through a daemon (`despina serve`, fresh, on a fresh redis-server): the daemon compiles
@@ -45,6 +47,13 @@ def client(flavor: str, size: int) -> dict[str, Any]:
     from gpu import load_kernels
 
     kernels = load_kernels(flavor, Path(tempfile.mkdtemp(prefix=f"despina-tune-{flavor}-")))
+    start = time.perf_counter()
+    if flavor == "despina" and os.environ.get("DESPINA_SERVER", "").startswith("grpc"):
+        import grpc  # noqa: F401
+
+        import despina.proto.service_pb2_grpc  # noqa: F401
+        import despina.remote_tuning  # noqa: F401
+    imports = time.perf_counter() - start
     a = torch.randn((size, size), device="cuda", dtype=torch.float16)
     b = torch.randn((size, size), device="cuda", dtype=torch.float16)
     c = torch.empty((size, size), device="cuda", dtype=torch.float16)
@@ -56,7 +65,7 @@ def client(flavor: str, size: int) -> dict[str, Any]:
     torch.cuda.synchronize()
     wall = time.perf_counter() - start
     torch.testing.assert_close(c, torch.matmul(a, b), rtol=2e-2, atol=0.25)
-    return {"wall_s": round(wall, 4), "winner": str(kernel.best_config)}
+    return {"wall_s": round(wall, 4), "with_imports_s": round(wall + imports, 4), "winner": str(kernel.best_config)}
 
 
 def fresh(flavor: str, size: int, env: dict[str, str]) -> dict[str, Any]:
@@ -65,6 +74,13 @@ def fresh(flavor: str, size: int, env: dict[str, str]) -> dict[str, Any]:
     if out.returncode:
         return {"error": (out.stderr or out.stdout).strip().splitlines()[-1][:300]}
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def times(result: dict[str, Any]) -> list[Any]:
+    """The run's wall time and the same with its imports, or its error."""
+    if "error" in result:
+        return [result["error"], ""]
+    return [result["wall_s"], result["with_imports_s"]]
 
 
 def stats(http_port: int) -> dict[str, Any]:
@@ -88,7 +104,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="despina-tune-bench-"))
     rows: list[list[Any]] = []
     triton = fresh("triton", args.size, {"TRITON_CACHE_DIR": str(work / "triton")})
-    rows.append(["triton autotune, cold", triton.get("wall_s", triton.get("error")), "", "", triton.get("winner", "")])
+    rows.append(["triton autotune, cold", *times(triton), "", "", triton.get("winner", "")])
     redis = shutil.which(os.environ.get("DESPINA_REDIS_SERVER", "redis-server"))
     redis_proc, redis_url = None, None
     if redis:
@@ -105,13 +121,13 @@ def main() -> None:
                "DESPINA_CACHE_DIR": str(work / "client-1")}
         cold = fresh("despina", args.size, env)
         s = stats(first[2])
-        rows.append(["despina through a daemon, cold", cold.get("wall_s", cold.get("error")), s.get("compiles"),
+        rows.append(["despina through a daemon, cold", *times(cold), s.get("compiles"),
                      s.get("benchmarks"), cold.get("winner", "")])
         local = fresh("despina", args.size, {"DESPINA_CACHE_DIR": str(work / "client-local")})
-        rows.append(["despina in-process, cold", local.get("wall_s", local.get("error")), "", "", local.get("winner", "")])
+        rows.append(["despina in-process, cold", *times(local), "", "", local.get("winner", "")])
         again = fresh("despina", args.size, dict(env, DESPINA_CACHE_DIR=str(work / "client-2")))
         s2 = stats(first[2])
-        rows.append(["second client, same daemon", again.get("wall_s", again.get("error")),
+        rows.append(["second client, same daemon", *times(again),
                      s2.get("compiles", 0) - s.get("compiles", 0), s2.get("benchmarks", 0) - s.get("benchmarks", 0),
                      again.get("winner", "")])
         if redis_url:
@@ -120,17 +136,17 @@ def main() -> None:
             other = fresh("despina", args.size, dict(env, DESPINA_SERVER=f"grpc://127.0.0.1:{second[1]}",
                                                      DESPINA_CACHE_DIR=str(work / "client-3")))
             s3 = stats(second[2])
-            rows.append(["second client, another daemon on the same Redis", other.get("wall_s", other.get("error")),
+            rows.append(["second client, another daemon on the same Redis", *times(other),
                          s3.get("compiles"), s3.get("benchmarks"), other.get("winner", "")])
         else:
-            rows.append(["second client, another daemon on the same Redis", "no redis-server", "", "", ""])
+            rows.append(["second client, another daemon on the same Redis", "no redis-server", "", "", "", ""])
     finally:
         for proc, _, _ in daemons:
             proc.terminate()
             proc.wait(30)
         if redis_proc is not None:
             redis_proc.terminate()
-    header = ["run", "wall_s", "daemon compiles", "daemon benchmarks", "winner"]
+    header = ["run", "wall_s", "with imports", "daemon compiles", "daemon benchmarks", "winner"]
     print(f"\nautotune: tutorial matmul {args.size}^3 fp16, the 16 configs of kernels.TUNING_CONFIGS")
     for row in rows:
         print("  " + " | ".join(str(x) for x in row))

@@ -226,33 +226,48 @@ class Tuner:
             entry, tier = await self.service._shared(ckey, creq)
         return ckey, entry, tier
 
-    async def _compile_every(self, req: TuneRequest, target: str) -> list[tuple[str, Any, str] | str]:
-        """Every config compiled at once; each one's (key, Entry), or why it failed. InvalidArgument
-        listing every failure when all of them did."""
-        results = await asyncio.gather(*(self._compile(c, target) for c in req.candidates), return_exceptions=True)
-        out: list[tuple[str, Any, str] | str] = []
-        for r in results:
-            if isinstance(r, ServiceError):
-                out.append(f"{r.code}: {r.message}")
-            elif isinstance(r, BaseException):
-                raise r
-            else:
-                out.append(r)
-        if all(isinstance(r, str) for r in out):
-            raise InvalidArgument(f"kernel '{req.kernel}': every one of its {len(out)} configs failed to compile:\n"
+    def _start_compiles(self, req: TuneRequest, target: str) -> list[asyncio.Future[tuple[str, Any, str]]]:
+        """Every config's compile, started at once (the service's workers run them in parallel)."""
+        tasks = [asyncio.ensure_future(self._compile(c, target)) for c in req.candidates]
+        for t in tasks:
+            t.add_done_callback(_retrieved)
+        return tasks
+
+    @staticmethod
+    async def _landed(task: asyncio.Future[tuple[str, Any, str]]) -> tuple[str, Any, str] | str:
+        """One config's (key, Entry, tier) once compiled, or why it failed."""
+        try:
+            return await task
+        except ServiceError as e:
+            return f"{e.code}: {e.message}"
+
+    @staticmethod
+    def _check_compiled(req: TuneRequest, compiled: list[tuple[str, Any, str] | str]) -> None:
+        """InvalidArgument listing every failure when all the configs failed to compile."""
+        if all(isinstance(r, str) for r in compiled):
+            raise InvalidArgument(f"kernel '{req.kernel}': every one of its {len(compiled)} configs failed to compile:\n"
                                   + "\n".join(f"  config {i} ({c.label}): {r}" for i, (c, r) in
-                                              enumerate(zip(req.candidates, out))))
-        return out
+                                              enumerate(zip(req.candidates, compiled))))
 
     async def _measure(self, key: str, req: TuneRequest, info: dict[str, Any], device: str, driver: int) -> Tuning:
+        """Every config compiled at once and measured in order as its compile lands: the GPU measures
+        the first configs while the workers still compile the others."""
         start = time.perf_counter()
         target = str(info["target"])
-        compiled = await self._compile_every(req, target)
-        sig = await self._signature(req)
-        values = arguments(sig, req.args)
+        tasks = self._start_compiles(req, target)
+        try:
+            sig = await self._signature(req)
+            values = arguments(sig, req.args)
+        except BaseException:
+            for t in tasks:
+                t.cancel()
+            raise
+        compiled: list[tuple[str, Any, str] | str] = []
         timings: list[float | None] = []
         errors: list[str | None] = []
-        for c, got in zip(req.candidates, compiled):
+        for c, task in zip(req.candidates, tasks):
+            got = await self._landed(task)
+            compiled.append(got)
             if isinstance(got, str):
                 timings.append(None)
                 errors.append(got)
@@ -269,6 +284,7 @@ class Tuner:
             self.service.metrics.benchmarks.labels("ok").inc()
             timings.append(ms)
             errors.append(None)
+        self._check_compiled(req, compiled)
         measured = [i for i, t in enumerate(timings) if t is not None]
         if not measured:
             raise InvalidArgument(f"kernel '{req.kernel}': none of its {len(timings)} configs could be measured:\n"
@@ -320,7 +336,8 @@ class Tuner:
 
     async def _compile_all(self, req: TuneRequest, key: str) -> TuneResponse:
         """For a client that measures itself: every config's kernel for its target and driver."""
-        compiled = await self._compile_every(req, req.target)
+        compiled = [await self._landed(t) for t in self._start_compiles(req, req.target)]
+        self._check_compiled(req, compiled)
         kernels: list[CompileResponse | None] = []
         errors: list[str | None] = []
         for got in compiled:
