@@ -168,13 +168,22 @@ def _atomic(st: State, op: Op, values: list[np.ndarray], mask: np.ndarray | None
     used = st.is_used(op.result)
     out = np.zeros(shape, dtype=np_dtype(ety))
     sdt = storage_dtype(ety)
+    memory = st.memory
+    # In a while loop a failed compare-and-swap must not look like progress: compare what changed.
+    exact = st.in_while > 0 or memory.journal is not None
     for part in parts:
         if part.sel is None:
             idx = np.broadcast_to(part.idx, shape).reshape(-1)
             lanes = [x.reshape(-1) for x in operands]
         else:
             idx, lanes = part.idx, [x[part.sel] for x in operands]
-        old = _apply(part.buf.view(sdt), idx, lanes, ety, kind, step, used)
+        view = part.buf.view(sdt)
+        before = view[idx] if exact else None
+        old = _apply(view, idx, lanes, ety, kind, step, used)
+        if before is None:
+            memory.writes += 1
+        else:
+            memory.wrote(view, idx, before)
         if part.sel is None:
             out = old.reshape(shape)
         else:
@@ -182,14 +191,14 @@ def _atomic(st: State, op: Op, values: list[np.ndarray], mask: np.ndarray | None
     return [out]
 
 
-@rule("atomic_rmw")
+@rule("atomic_rmw", reads_memory=True, writes_memory=True)
 def atomic_rmw(st: State, op: Op) -> list[Val]:
     kind = op.attrs["kind"]
     mask = st.get(op.operands[2]) if len(op.operands) > 2 else None
     return _atomic(st, op, [st.get(op.operands[1])], mask, kind, _step(kind, elem_of(op.result.type)))
 
 
-@rule("atomic_cas")
+@rule("atomic_cas", reads_memory=True, writes_memory=True)
 def atomic_cas(st: State, op: Op) -> list[Val]:
     ety = elem_of(op.result.type)
 

@@ -4,8 +4,9 @@ When a condition or a loop bound is the same for every active program the region
 runs. When programs diverge, the region runs under a narrower active mask (`State.active`)
 and the values it produces are merged per program: `if` runs both branches, `for` runs the
 longest trip count with finished programs' carried values frozen, `while` runs until no
-program goes on. Values of inactive programs are computed but never observed: memory,
-atomics, print and assert honour the mask.
+program goes on (`progress` watches it for programs that wait on each other). Values of
+inactive programs are computed but never observed: memory, atomics, print and assert honour
+the mask.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 
 from ..ir.core import Block, Op
 from .core import State, rule, run_block
+from .progress import Watch
 from .values import Ptr, Val, merge
 
 
@@ -108,6 +110,8 @@ def while_(st: State, op: Op) -> list[Val]:
     carried: list[Val] = [st.raw(v) for v in op.operands]
     saved = st.active
     results: list[Val] | None = None
+    watch = Watch(st, op)
+    st.in_while += 1
     try:
         while True:
             out = run_block(st, before, carried)
@@ -126,7 +130,9 @@ def while_(st: State, op: Op) -> list[Val]:
                 results = list(passed) if results is None else _merge_all(leaving, passed, results)
                 st.active = _restrict(st, cond)
             carried = run_block(st, after, passed)
+            watch.step(carried, going is None)
     finally:
+        st.in_while -= 1
         st.active = saved
     assert results is not None
     return results

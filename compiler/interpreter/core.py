@@ -1,9 +1,9 @@
-"""The interpreter's driver: the rule registry, the per-batch state and `run_kernel`.
+"""The interpreter's core: the rule registry, the per-batch state and `run_block`.
 
 A batch of programs runs at once, every value holding one row per program (see `values`).
-The driver is a plain loop over a block's ops that calls the op's rule; control flow
+`run_block` is a plain loop over a block's ops that calls the op's rule; control flow
 (`control`) keeps an *active mask* of the programs that are executing a region, which the
-rules with effects (memory, atomics, print, assert) honour.
+rules with effects (memory, atomics, print, assert) honour. `schedule` runs the batches.
 """
 
 from __future__ import annotations
@@ -33,13 +33,15 @@ class UnsupportedOpError(NotImplementedError):
 
 
 class Launch:
-    """What every batch of one launch shares: the module, memory, grid and caches."""
+    """What every batch of one launch shares: the module, memory, grid, settings and caches."""
 
-    def __init__(self, module: Module, memory: Memory, grid: tuple[int, int, int]) -> None:
+    def __init__(self, module: Module, memory: Memory, grid: tuple[int, int, int], max_steps: int) -> None:
         self.module = module
         self.kernel_name = module.kernel.name
         self.memory = memory
         self.grid = grid
+        # Iterations one while loop may run before it is stuck (see `progress`).
+        self.max_steps = max_steps
         # Per-op constants and lookups, see the rules that fill it.
         self.cache: dict[Any, Any] = {}
         self.scratch = Scratch()
@@ -55,6 +57,7 @@ class State:
         self.grid = launch.grid
         self.cache = launch.cache
         self.scratch = launch.scratch
+        self.max_steps = launch.max_steps
         self.first = first
         self.nprog = count
         gx, gy, gz = self.grid
@@ -70,6 +73,13 @@ class State:
             self.pid = tuple((c if size > 1 else c[:1]).astype(np.int32) for c, size in zip(coords, self.grid))
         self.active: np.ndarray | None = None
         self.env: dict[Value, Val] = {}
+        # Whether a while loop whose programs wait on each other may hand the batch back to the
+        # scheduler (`progress.Stalled`): the batch's writes are journaled and its output held.
+        self.fallback = False
+        # Lines `device_print` holds back until the batch is done (None: print them at once).
+        self.held: list[str] | None = None
+        # How many while loops the running op is in: atomics then count only writes that change memory.
+        self.in_while = 0
         # Facts about arrays of this batch, see `memory.remember`.
         self.memo: dict[tuple[int, str], tuple[np.ndarray, Any]] = {}
 
@@ -103,14 +113,21 @@ class State:
 
 RuleFn = Callable[[State, Op], list[Val]]
 RULES: dict[str, RuleFn] = {}
+# The ops whose rules read memory (through them a program sees what others wrote), and write it.
+READS_MEMORY: set[str] = set()
+WRITES_MEMORY: set[str] = set()
 
 
-def rule(*names: str) -> Callable[[RuleFn], RuleFn]:
-    """Register `fn` as the interpreter rule of the ops `names`."""
+def rule(*names: str, reads_memory: bool = False, writes_memory: bool = False) -> Callable[[RuleFn], RuleFn]:
+    """Register `fn` as the interpreter rule of the ops `names`, which may read and write memory."""
 
     def register(fn: RuleFn) -> RuleFn:
         for name in names:
             RULES[name] = fn
+            if reads_memory:
+                READS_MEMORY.add(name)
+            if writes_memory:
+                WRITES_MEMORY.add(name)
         return fn
 
     return register
@@ -136,7 +153,8 @@ def run_block(st: State, block: Block, args: Sequence[Val]) -> list[Val]:
     return [env[v] for v in term.operands]
 
 
-def _check_rules(module: Module) -> None:
+def check_rules(module: Module) -> None:
+    """Raise `UnsupportedOpError` naming the first op of `module` the interpreter has no rule for."""
     for fn in module.functions:
         for op in fn.walk():
             if op.name not in RULES and op.name not in TERMINATORS:
@@ -146,7 +164,8 @@ def _check_rules(module: Module) -> None:
                 )
 
 
-def _batch_size(module: Module, total: int) -> int:
+def batch_size(module: Module, total: int) -> int:
+    """How many of `total` programs run at once: about `BATCH_ELEMENTS` elements of the largest tile."""
     largest = 1
     for fn in module.functions:
         for op in fn.walk():
@@ -158,7 +177,8 @@ def _batch_size(module: Module, total: int) -> int:
     return max(1, min(total, BATCH_ELEMENTS // largest))
 
 
-def _bind_args(module: Module, memory: Memory, args: Sequence[Any]) -> list[np.ndarray]:
+def bind_args(module: Module, memory: Memory, args: Sequence[Any]) -> list[np.ndarray]:
+    """The kernel's arguments as values: arrays mapped into `memory` (their addresses) and scalars."""
     kernel = module.kernel
     values: list[np.ndarray] = []
     for i, (param, arg) in enumerate(zip(kernel.args, args)):
@@ -170,32 +190,3 @@ def _bind_args(module: Module, memory: Memory, args: Sequence[Any]) -> list[np.n
         else:
             raise TypeError(f"kernel '{kernel.name}' parameter '{kernel.arg_names[i]}' has type {ty}, not a scalar")
     return values
-
-
-def run_kernel(module: Module, grid: tuple[int, int, int], args: Sequence[Any]) -> None:
-    """Run the kernel of `module` over `grid` on NumPy arrays, as the GPU would.
-
-    `args` line up with the kernel's parameters: a C-contiguous writable array (or None for
-    a null pointer) per pointer parameter, written in place; a Python or NumPy scalar per
-    scalar parameter. An illegal access or a failed `device_assert` raises
-    `KernelRuntimeError` naming the kernel and the source line.
-
-        run_kernel(module, (triton.cdiv(n, 1024), 1, 1), [x, y, out, n])
-    """
-    kernel = module.kernel
-    if len(args) != len(kernel.args):
-        raise TypeError(f"kernel '{kernel.name}' takes {len(kernel.args)} arguments, got {len(args)}")
-    gx, gy, gz = (int(g) for g in grid)
-    if min(gx, gy, gz) < 0:
-        raise ValueError(f"grid {grid} has a negative extent")
-    _check_rules(module)
-    memory = Memory()
-    values = _bind_args(module, memory, args)
-    total = gx * gy * gz
-    if total == 0:
-        return
-    batch = _batch_size(module, total)
-    launch = Launch(module, memory, (gx, gy, gz))
-    with np.errstate(all="ignore"):
-        for first in range(0, total, batch):
-            run_block(State(launch, first, min(batch, total - first)), kernel.body, values)

@@ -41,7 +41,9 @@ def device_print(st: State, op: Op) -> list[Val]:
             for idx in itertools.product(*(range(d) for d in shape)):
                 text = _format(tile[idx], elem_of(v.type), hex_)
                 lines.append(f"pid ({x}, {y}, {z}) idx ({', '.join(map(str, idx))}) {prefix}{operand}{text}")
-    if lines:
+    if st.held is not None:
+        st.held.extend(lines)
+    elif lines:
         print("\n".join(lines), flush=True)
     return []
 

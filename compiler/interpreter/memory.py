@@ -240,7 +240,7 @@ def addptr(st: State, op: Op) -> list[Val]:
     return [Ptr(p, off, itemsize)]
 
 
-@rule("load")
+@rule("load", reads_memory=True)
 def load(st: State, op: Op) -> list[Val]:
     ptr = st.raw(op.operands[0])
     mask = st.get(op.operands[1]) if len(op.operands) > 1 else None
@@ -269,7 +269,7 @@ def load(st: State, op: Op) -> list[Val]:
     return [out]
 
 
-@rule("store")
+@rule("store", writes_memory=True)
 def store(st: State, op: Op) -> list[Val]:
     ptr = st.raw(op.operands[0])
     value = st.get(op.operands[1])
@@ -281,16 +281,23 @@ def store(st: State, op: Op) -> list[Val]:
     parts = resolve(st, op, ptr, m, ety, shape)
     raw = to_storage(value, ety)
     sdt = storage_dtype(ety)
+    memory = st.memory
     if len(parts) == 1 and parts[0].sel is None:
         buf, _, idx, start = parts[0]
         view = buf.view(sdt)
         both = broadcast_shape(idx.shape, raw.shape)
         if start is not None and idx.shape == both:
-            view[start : start + idx.size] = np.broadcast_to(raw, both).reshape(-1)
+            run = slice(start, start + idx.size)
+            memory.will_write(view, run)
+            view[run] = np.broadcast_to(raw, both).reshape(-1)
         else:
-            view[np.broadcast_to(idx, both)] = np.broadcast_to(raw, both)
+            at = np.broadcast_to(idx, both)
+            memory.will_write(view, at)
+            view[at] = np.broadcast_to(raw, both)
         return []
     full = np.broadcast_to(raw, shape)
     for part in parts:
-        part.buf.view(sdt)[part.idx] = full[part.sel]
+        view = part.buf.view(sdt)
+        memory.will_write(view, part.idx)
+        view[part.idx] = full[part.sel]
     return []

@@ -3,6 +3,10 @@
 Argument `i` lives at address `(i + 1) << 40`, so an address names its buffer in its high
 bits; a null pointer is address 0. The kernel reads and writes the caller's arrays in place
 through byte views, reinterpreted as whatever element type a pointer says.
+
+Every write is announced (`will_write`, or `wrote` after an atomic): `writes` counts them, so
+that a while loop can tell whether an iteration changed memory, and while a batch that may
+have to start over runs (see `schedule`), a journal keeps what each write replaced.
 """
 
 from __future__ import annotations
@@ -47,6 +51,9 @@ class Memory:
     def __init__(self) -> None:
         self.buffers: dict[int, Buffer] = {}
         self.nulls: list[str] = []
+        self.writes = 0
+        # (view, index, what view[index] held before), oldest first; None: no journal is kept.
+        self.journal: list[tuple[np.ndarray, Any, np.ndarray]] | None = None
 
     def add_buffer(self, index: int, name: str, array: Any, ty: PointerType) -> int:
         """Map `array` (argument `index`) into the address space; its address, 0 for None."""
@@ -68,3 +75,24 @@ class Memory:
     def owners(self, addresses: np.ndarray) -> np.ndarray:
         """`owner` for each address, as the argument index (-1 and up: no buffer)."""
         return ((addresses + np.int64(_HALF)) >> np.int64(BUFFER_SHIFT)) - 1
+
+    def will_write(self, view: np.ndarray, index: Any) -> None:
+        """`view[index]` (a slice or an index array) is about to be written."""
+        self.writes += 1
+        if self.journal is not None:
+            before = view[index]
+            self.journal.append((view, index, before.copy() if isinstance(index, slice) else before))
+
+    def wrote(self, view: np.ndarray, index: np.ndarray, before: np.ndarray) -> None:
+        """`view[index]` was written over `before` (a copy): counted only if that changed a bit."""
+        if self.journal is not None:
+            self.journal.append((view, index, before))
+        if not np.array_equal(view[index].view(np.uint8), before.view(np.uint8)):
+            self.writes += 1
+
+    def rollback(self) -> None:
+        """Undo the journaled writes, newest first, and keep no journal from now on."""
+        assert self.journal is not None
+        for view, index, before in reversed(self.journal):
+            view[index] = before
+        self.journal = None
