@@ -228,7 +228,8 @@ class Tuner:
 
     def _start_compiles(self, req: TuneRequest, target: str) -> list[asyncio.Future[tuple[str, Any, str]]]:
         """Every config's compile, started at once (the service's workers run them in parallel)."""
-        tasks = [asyncio.ensure_future(self._compile(c, target)) for c in req.candidates]
+        tasks: list[asyncio.Future[tuple[str, Any, str]]] = [asyncio.ensure_future(self._compile(c, target))
+                                                             for c in req.candidates]
         for t in tasks:
             t.add_done_callback(_retrieved)
         return tasks
@@ -386,7 +387,7 @@ class Tuner:
         return await self.store.clear(key)
 
 
-def _retrieved(task: asyncio.Task[Any]) -> None:
+def _retrieved(task: asyncio.Future[Any]) -> None:
     """Read a finished task's outcome, so that one whose requester went away logs no 'never retrieved'."""
     if not task.cancelled() and task.exception() is not None:
         log.info("a tuning whose client went away failed: %s", task.exception())
