@@ -87,16 +87,20 @@ def wait_for(check: Any, what: str, timeout: float = 30.0) -> None:
 
 class Daemon:
     """`despina serve` on free ports; `.http`/`.grpc` are its addresses. Its disk cache is a folder of
-    its own under `workdir` unless `cache_dir` names one (or `extra` sets --cache-dir / --no-disk-cache)."""
+    its own under `workdir` unless `cache_dir` names one (or `extra` sets --cache-dir / --no-disk-cache).
+    It compiles with the fake backend unless `compiler` names another (None: the daemon's default, NVPTX)."""
 
     def __init__(self, workdir: Path, redis_url: str | None = None, token: str | None = None, workers: int = 1,
-                 extra: tuple[str, ...] = (), cache_dir: Path | None = None) -> None:
+                 extra: tuple[str, ...] = (), cache_dir: Path | None = None,
+                 compiler: str | None = FAKE_COMPILER) -> None:
         self.grpc_port, self.http_port = free_port(), free_port()
         self.token = token
         self.log = workdir / f"daemon-{self.http_port}.log"
         self.cache_dir = cache_dir or workdir / f"disk-{self.http_port}"
         args = ["serve", "--grpc-port", str(self.grpc_port), "--http-port", str(self.http_port),
-                "--workers", str(workers), "--compiler", FAKE_COMPILER, "--host", "127.0.0.1", *extra]
+                "--workers", str(workers), "--host", "127.0.0.1", *extra]
+        if compiler:
+            args += ["--compiler", compiler]
         if "--cache-dir" not in extra and "--no-disk-cache" not in extra:
             args += ["--cache-dir", str(self.cache_dir)]
         if redis_url:

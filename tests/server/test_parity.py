@@ -1,0 +1,103 @@
+"""Every kernel through the daemon: the language suite, the examples and the benchmark kernels compile
+through a real `despina serve` (NVPTX backend, Redis on), over gRPC and over HTTP, to the same cubin
+bytes as in-process (tests/server/parity.py). The tests of tests/language and tests/frontend's
+control-flow tests are collected again here; each still runs in the interpreter and checks its
+results, and every module the JIT builds on the way is also checked."""
+
+from __future__ import annotations
+
+import runpy
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import Interpreter
+from examples.test_examples import EXAMPLES, NAMES
+from frontend.test_control_flow import *  # noqa: F403
+from language.test_arith import *  # noqa: F403
+from language.test_block_ptr import *  # noqa: F403
+from language.test_conversions import *  # noqa: F403
+from language.test_core import *  # noqa: F403
+from language.test_debug import *  # noqa: F403
+from language.test_indexing import *  # noqa: F403
+from language.test_inline_asm import *  # noqa: F403
+from language.test_libdevice import *  # noqa: F403
+from language.test_math import *  # noqa: F403
+from language.test_memory import *  # noqa: F403
+from language.test_program import *  # noqa: F403
+from language.test_random import *  # noqa: F403
+from language.test_reduction import *  # noqa: F403
+from language.test_shape import *  # noqa: F403
+
+import despina
+import despina.language as tl
+from despina.jit import Options
+
+from .conftest import Daemon, RedisProcess
+from .parity import check_every_module
+
+pytest.importorskip("llvmlite")
+pytest.importorskip("cuda.bindings.nvjitlink")
+
+RECOLLECTS_DEVICE_TESTS = True
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def nvptx_daemon(tmp_path_factory: pytest.TempPathFactory, shared_redis: RedisProcess) -> Iterator[Daemon]:
+    """`despina serve` with its real backend and two compile workers, on the shared Redis."""
+    d = Daemon(tmp_path_factory.mktemp("parity"), shared_redis.url, workers=2, compiler=None)
+    yield d
+    d.stop()
+
+
+@pytest.fixture(params=["interpreter+daemon"])
+def device(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, nvptx_daemon: Daemon,
+           tmp_path: Path) -> Interpreter:
+    monkeypatch.setenv("DESPINA_INTERPRET", "1")
+    monkeypatch.setenv("DESPINA_CACHE_DIR", str(tmp_path / "cache"))
+    check_every_module(monkeypatch, nvptx_daemon)
+    return Interpreter()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_example(name: str, device: Interpreter, monkeypatch: pytest.MonkeyPatch,
+                 capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    runpy.run_path(str(EXAMPLES / f"{name}.py"), run_name="__main__")
+    assert "matches NumPy" in capsys.readouterr().out or name == "dropout"
+
+
+def benchmark_kernels() -> ModuleType:
+    """benchmarks/kernels.py as benchmarks/gpu.py loads it for despina."""
+    import importlib.util
+    import tempfile
+
+    spec = importlib.util.spec_from_file_location("despina_benchmark_gpu", BENCHMARKS / "gpu.py")
+    assert spec is not None and spec.loader is not None
+    gpu = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu)
+    return gpu.load_kernels("despina", Path(tempfile.mkdtemp(prefix="despina-parity-")))
+
+
+def test_benchmark_kernels(device: Interpreter) -> None:
+    """Every kernel and configuration that benchmarks/gpu.py times, traced (not run) with its arguments."""
+    k: Any = benchmark_kernels()
+    f32, f16, n = np.zeros(8, np.float32), np.zeros(8, np.float16), np.int32(4096)
+    bf16 = despina.reinterpret(np.zeros(8, np.uint16), tl.bfloat16)
+    cases: list[tuple[Any, tuple[Any, ...], dict[str, int], Options]] = [
+        (k.add_kernel, (f32, f32, f32, n), {"BLOCK_SIZE": 1024}, Options(num_warps=4)),
+        (k.tiny_kernel, (f32,), {}, Options(num_warps=1)),
+        (k.softmax_kernel, (f32, f32, n, n, n), {"BLOCK_SIZE": 4096}, Options(num_warps=16)),
+        (k.layer_norm_kernel, (f16, f16, f16, f16, n, n, 1e-5), {"BLOCK_SIZE": 4096}, Options(num_warps=8)),
+    ]
+    one = np.int32(1)
+    for a in (f16, bf16):
+        for bm, bn, bk, warps, stages in runpy.run_path(str(BENCHMARKS / "gpu.py"))["MATMUL_CONFIGS"]:
+            cases.append((k.matmul_kernel, (a, a, f16, n, n, n, n, one, n, one, n, one),
+                          {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, Options(num_warps=warps, num_stages=stages)))
+    for kernel, args, meta, options in cases:
+        kernel.ir(kernel.specialize(kernel.bind(args, meta), options), options)  # checked by `device`
