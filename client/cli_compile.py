@@ -2,7 +2,8 @@
 
 Compiles one kernel ahead of time with `despina.compile` and writes one stage: `ir`, `gpuir`, `llir`,
 `ptx`, `sass` (needs nvdisasm), `cubin` (binary: to a file or a pipe, never to a terminal) or
-`metadata` (JSON).
+`metadata` (JSON). With a daemon configured (DESPINA_SERVER) the daemon compiles, and a stage it did
+not send with the cubin is fetched from it (the SASS then needs nvdisasm on the daemon's host).
 
     despina compile examples/vector_add.py:add_kernel --signature '*fp32:16,*fp32:16,*fp32:16,i32:16' \\
         --constexpr BLOCK_SIZE=1024 --target sm_90 --emit ptx -o add.ptx
@@ -59,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         return _fail(f"{type(e).__name__}: {e}", 1)
     try:
         data = stage_output(compiled, args.emit)
-    except (UsageError, RuntimeError) as e:
+    except RuntimeError as e:
         return _fail(str(e), 1)
     return write(data, args.output)
 
@@ -119,11 +120,11 @@ def parse_constexpr(item: str) -> tuple[str, Any]:
 
 
 def stage_output(compiled: Any, stage: str) -> str | bytes:
+    """The stage's output, or the metadata as JSON; a RuntimeError that says why a stage is missing
+    (no nvdisasm here or on the daemon, a daemon that no longer holds the kernel)."""
     if stage == "metadata":
         return json.dumps(compiled.metadata, indent=2, sort_keys=True, default=str) + "\n"
-    if stage == "sass" and "sass" not in compiled.asm:
-        raise UsageError("no SASS: nvdisasm was not found; install it with `pip install nvidia-cuda-nvdisasm`")
-    data: str | bytes = compiled.asm[stage]
+    data: str | bytes = compiled.stage(stage)
     return data
 
 

@@ -6,10 +6,14 @@
     print(k.inspect_sass())
 
 The module is built as `kernel[grid](...)` builds it (the same frontend and pass pipeline), with the
-signature in place of the call's arguments; the NVPTX backend is imported only here, so that
-`import despina` stays free of LLVM. With a daemon configured (`despina.set_server`, DESPINA_SERVER)
-the daemon compiles it instead: `asm` then holds `ir`, `ptx` and `cubin`, and `metadata["service"]`
-the tier that answered and the key under which the daemon keeps every other stage.
+signature in place of the call's arguments, and compiled through the same caches: this process's
+memory, then the disk cache (`~/.cache/despina`, DESPINA_CACHE_DIR), then the NVPTX backend, imported
+only on a miss, so that `import despina` stays free of LLVM. `k.tier` says which answered.
+
+With a daemon configured (`despina.set_server`, DESPINA_SERVER) the daemon compiles it instead
+(`k.tier` is "daemon", `metadata["service"]` holds the daemon's tier and the kernel's key there):
+`asm` holds `ir`, `ptx` and `cubin` at once and fetches any other stage from the daemon on first
+access (`GET /v1/kernels/{key}/{stage}`, gRPC GetArtifact), so that `inspect_*` work the same.
 """
 
 from __future__ import annotations
@@ -19,12 +23,42 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from despina.compiler.ir.printer import print_module
 from despina.language.core import constexpr
 
 from .jit import JITFunction, build_module
 from .signature import Entry, Signature, SignatureError, bind
 
 _INSPECT_NO_SASS = "no SASS: nvdisasm was not found; install it with `pip install nvidia-cuda-nvdisasm`"
+DAEMON_STAGES = ("ir", "gpuir", "llir", "ptx", "sass", "cubin")
+
+
+class DaemonStages(dict[str, str | bytes]):
+    """The stages of a kernel compiled on a daemon: those it answered with, and any other of
+    `DAEMON_STAGES` fetched from the daemon on first access and kept (text as str, the cubin as bytes).
+    A stage the daemon cannot give raises `despina.remote.RemoteError` with the daemon's reason
+    (NOT_FOUND: it no longer holds the kernel, or its backend made no such stage; FAILED_PRECONDITION:
+    it has no nvdisasm for the SASS). Iterating lists only the stages held so far."""
+
+    def __init__(self, server: str, key: str, stages: dict[str, str | bytes]) -> None:
+        super().__init__(stages)
+        self.server = server
+        self.key = key
+
+    def __missing__(self, stage: str) -> str | bytes:
+        if stage not in DAEMON_STAGES:
+            raise KeyError(stage)
+        from despina import remote
+
+        data = remote.artifact(self.server, self.key, stage)
+        got = self[stage] = data if stage == "cubin" else data.decode()
+        return got
+
+    def get(self, stage: str, default: str | bytes | None = None) -> str | bytes | None:  # type: ignore[override]
+        try:
+            return self[stage]
+        except KeyError:
+            return default
 
 
 @dataclass
@@ -33,15 +67,18 @@ class CompiledKernel:
 
     `asm` holds every stage: `ir` (tile IR), `gpuir` (with layouts), `llir` (optimized LLVM IR),
     `ptx`, `cubin` (bytes) and `sass` when nvdisasm is installed (disassembled on first access,
-    which takes a second or two); `metadata` holds what a launcher
-    needs (`name`, `num_warps`, `num_threads`, `shared` bytes) and what ptxas reported (`registers`,
-    `spill_stores`, ...). `signature` and `constexprs` record what it was compiled for."""
+    which takes a second or two; from a daemon, fetched on first access); `metadata` holds what a
+    launcher needs (`name`, `num_warps`, `num_threads`, `shared` bytes) and what ptxas reported
+    (`registers`, `spill_stores`, ...). `signature` and `constexprs` record what it was compiled for;
+    `tier` where it came from: "memory" or "disk" (this host's caches), "compiled" (here, now) or
+    "daemon" (`metadata["service"]["tier"]` then says which of the daemon's tiers answered)."""
 
     name: str
     asm: dict[str, str | bytes]
     metadata: dict[str, Any]
     signature: tuple[str, ...] = ()
     constexprs: dict[str, Any] = field(default_factory=dict)
+    tier: str = "compiled"
 
     @property
     def cubin(self) -> bytes:
@@ -49,10 +86,22 @@ class CompiledKernel:
         assert isinstance(data, bytes)
         return data
 
-    def _text(self, stage: str, missing: str = "") -> str:
-        text = self.asm.get(stage)
-        if text is None:
-            raise RuntimeError(f"kernel '{self.name}': {missing or f'no {stage} stage'}")
+    def stage(self, stage: str) -> str | bytes:
+        """One stage's output (`asm[stage]`), or a RuntimeError that says why there is none and what to do."""
+        from despina import remote
+
+        try:
+            return self.asm[stage]
+        except KeyError:
+            missing = _INSPECT_NO_SASS if stage == "sass" else f"no '{stage}' stage (it has {', '.join(self.asm)})"
+            raise RuntimeError(f"kernel '{self.name}': {missing}") from None
+        except remote.RemoteError as e:
+            assert isinstance(self.asm, DaemonStages)
+            raise RuntimeError(f"kernel '{self.name}': no '{stage}' stage from the daemon at {self.asm.server}: "
+                               f"{e.code}: {e.message}") from None
+
+    def _text(self, stage: str) -> str:
+        text = self.stage(stage)
         return text.decode() if isinstance(text, bytes) else text
 
     def inspect_ir(self) -> str:
@@ -72,12 +121,9 @@ class CompiledKernel:
         return self._text("ptx")
 
     def inspect_sass(self) -> str:
-        """The SASS of the cubin, as nvdisasm prints it (a RuntimeError when nvdisasm is not installed)."""
-        service = self.metadata.get("service")
-        if "sass" not in self.asm and isinstance(service, dict) and service.get("key"):
-            return self._text("sass", f"compiled on the daemon at {service.get('server')}, which keeps the SASS: "
-                                      f"GET /v1/kernels/{service['key']}/sass")
-        return self._text("sass", _INSPECT_NO_SASS)
+        """The SASS of the cubin, as nvdisasm prints it (a RuntimeError when nvdisasm is not installed here,
+        or on the daemon that compiled the kernel)."""
+        return self._text("sass")
 
     def __repr__(self) -> str:
         md = self.metadata
@@ -133,16 +179,6 @@ def specialize(fn: JITFunction, signature: Signature, constexprs: Mapping[str, A
     return params, attrs, entries, consts
 
 
-def _prestart(target: str) -> None:
-    """Start the backend's LLVM worker now, so that its start-up overlaps the frontend, the passes
-    and the lowering (`isolate.prestart`)."""
-    try:
-        from despina.compiler.backends.nvptx import isolate
-    except ImportError:  # no backend: reported below
-        return
-    isolate.prestart(target)
-
-
 def compile(
     kernel: JITFunction | Callable[..., Any],
     signature: Signature,
@@ -160,10 +196,9 @@ def compile(
         >>> print(k.inspect_ptx())
     """
     from despina import remote
+    from despina.runtime import kernels
 
     fn = as_jit_function(kernel)
-    if remote.server() is None:
-        _prestart(target)
     options = fn.options({"num_warps": num_warps, "num_stages": num_stages}, interpret=False)
     if debug is not None:
         options = dataclasses.replace(options, debug=debug)
@@ -174,14 +209,15 @@ def compile(
     # Ahead of time: a cubin for `target` whatever this host's driver (driver_version=0).
     got = remote.try_remote(module, options, target, driver_version=0)
     if got is not None:
-        from despina.compiler.ir.printer import print_module
-
         metadata = dict(got.metadata)
-        asm: dict[str, str | bytes] = {"ir": print_module(module), "ptx": got.ptx, "cubin": got.cubin}
-        return CompiledKernel(str(metadata.get("name", module.kernel.name)), asm, metadata, sig, consts)
-    try:
-        from despina.compiler.backends.nvptx import compile_module
-    except ImportError as exc:
-        raise RuntimeError(f"despina.compile needs the NVPTX backend ({exc}); install 'despina[compiler]'") from None
-    compiled = compile_module(module, target=target, num_warps=options.num_warps, num_stages=options.num_stages)
-    return CompiledKernel(compiled.name, compiled.asm, dict(compiled.metadata), sig, consts)
+        service = metadata["service"]
+        asm = DaemonStages(service["server"], service["key"],
+                           {"ir": print_module(module), "ptx": got.ptx, "cubin": got.cubin})
+        return CompiledKernel(str(metadata.get("name", module.kernel.name)), asm, metadata, sig, consts, "daemon")
+    opts = {"num_warps": options.num_warps, "num_stages": options.num_stages, "debug": options.debug}
+    binary, tier = kernels.local(module, opts, target)
+    from despina.compiler.backends.nvptx.sass import Stages
+
+    # The key leaves source locations out: a cached kernel's own `ir` may point to another checkout.
+    stages = Stages(binary.asm, ir=print_module(module), cubin=binary.cubin)
+    return CompiledKernel(binary.name, stages, {"name": binary.name, **binary.metadata}, sig, consts, tier)

@@ -29,6 +29,7 @@ import os
 import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from urllib.parse import quote
 
 from despina.compiler.ir.core import Module
 
@@ -132,6 +133,14 @@ def try_remote(module: Module, options: Any = None, target: str = "sm_90", speci
         return None
 
 
+def artifact(url: str, key: str, stage: str) -> bytes:
+    """One stage (ir, gpuir, llir, ptx, sass, cubin) of the kernel that the daemon at `url` keeps under
+    `key`, as `GET /v1/kernels/{key}/{stage}` (gRPC GetArtifact) answers it: text as UTF-8, the cubin's
+    bytes. `RemoteError` when the daemon has none (its message says why), `ServerUnavailable` when it
+    cannot be reached."""
+    return _client(url).artifact(key, stage)
+
+
 def _driver_version() -> int:
     from despina.runtime import driver
 
@@ -172,6 +181,8 @@ class _Client(Protocol):
 
     def execute(self, ir: bytes, options: dict[str, Any], target: str, grid: Sequence[int],
                 args: Sequence[RemoteArgument]) -> list[RemoteBuffer]: ...
+
+    def artifact(self, key: str, stage: str) -> bytes: ...
 
     def close(self) -> None: ...
 
@@ -217,9 +228,7 @@ class _Grpc:
         try:
             r = self.stub.Compile(request, timeout=COMPILE_TIMEOUT_S, metadata=self.metadata)
         except self.grpc.RpcError as e:
-            code, details = e.code(), e.details() or ""
-            error = ServerUnavailable if code == self.grpc.StatusCode.UNAVAILABLE else RemoteError
-            raise error(code.name, details) from None
+            raise self._error(e) from None
         tier = pb.Tier.Name(r.tier).lower()
         image_format = "ptx" if r.image_format == pb.PTX else "cubin"  # UNSPECIFIED: a daemon that predates PTX answers
         return _checked(self.url, r.key, tier, r.digest, r.cubin, r.ptx, json.loads(r.metadata_json or "{}"), image_format)
@@ -238,10 +247,22 @@ class _Grpc:
         try:
             r = self.stub.Execute(request, timeout=EXECUTE_TIMEOUT_S, metadata=self.metadata)
         except self.grpc.RpcError as e:
-            code, details = e.code(), e.details() or ""
-            error = ServerUnavailable if code == self.grpc.StatusCode.UNAVAILABLE else RemoteError
-            raise error(code.name, details) from None
+            raise self._error(e) from None
         return [RemoteBuffer(b.data, b.dtype, tuple(b.shape)) for b in r.buffers]
+
+    def artifact(self, key: str, stage: str) -> bytes:
+        from despina.proto import service_pb2 as pb
+
+        try:
+            r = self.stub.GetArtifact(pb.GetArtifactRequest(key=key, stage=stage), timeout=COMPILE_TIMEOUT_S,
+                                      metadata=self.metadata)
+        except self.grpc.RpcError as e:
+            raise self._error(e) from None
+        return bytes(r.data)
+
+    def _error(self, e: Any) -> RemoteError:
+        code, details = e.code(), e.details() or ""
+        return (ServerUnavailable if code == self.grpc.StatusCode.UNAVAILABLE else RemoteError)(code.name, details)
 
 
 class _Http:
@@ -295,15 +316,23 @@ class _Http:
         """POST `body` as JSON to `path` (or GET or DELETE it, without a body): the JSON reply, or the
         daemon's error (`{"error": {code, message}}`, else the status and the start of the body) raised."""
         status, data = self._post(path, None if body is None else json.dumps(body).encode(), method)
+        if status != 200:
+            raise self._error(status, data)
+        try:
+            return json.loads(data)
+        except ValueError:
+            return {}
+
+    @staticmethod
+    def _error(status: int, data: bytes) -> RemoteError:
+        """The daemon's error answer (`{"error": {code, message}}`, else the status and the start of the body)."""
         try:
             reply = json.loads(data)
         except ValueError:
             reply = {}
-        if status != 200:
-            error = reply.get("error") if isinstance(reply, dict) else None
-            code, message = (error["code"], error["message"]) if isinstance(error, dict) else (f"HTTP_{status}", data[:500].decode(errors="replace"))
-            raise (ServerUnavailable if status == 503 else RemoteError)(code, message)
-        return reply
+        error = reply.get("error") if isinstance(reply, dict) else None
+        code, message = (error["code"], error["message"]) if isinstance(error, dict) else (f"HTTP_{status}", data[:500].decode(errors="replace"))
+        return (ServerUnavailable if status == 503 else RemoteError)(code, message)
 
     def _get(self, path: str) -> Any:
         return self._call(path, None, "GET")
@@ -331,6 +360,12 @@ class _Http:
                 "grid": list(grid), "args": [argument(a) for a in args]}
         reply = self._call("/v1/execute", body)
         return [RemoteBuffer(base64.b64decode(b["data"]), b["dtype"], tuple(b["shape"])) for b in reply["buffers"]]
+
+    def artifact(self, key: str, stage: str) -> bytes:
+        status, data = self._post(f"/v1/kernels/{quote(key, safe='')}/{quote(stage, safe='')}", None, "GET")
+        if status != 200:
+            raise self._error(status, data)
+        return data
 
 
 # ---- remote execution: kernel.run_remote[grid](...) ------------------------------------------------

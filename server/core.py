@@ -39,6 +39,7 @@ from .cache.admin import CacheAdmin
 from .cache.disk import DiskTier
 from .cache.redis_tier import RETRY, Failure, RedisTier
 from .config import DEFAULT_EXECUTOR, ServiceConfig
+from .disassembly import Disassembler
 from .errors import (
     DeadlineExceeded,
     FailedPrecondition,
@@ -435,14 +436,32 @@ class CompileService:
         return dict(self.admin.item(entry).to_json(), metadata=entry.metadata)
 
     async def get_artifact(self, key: str, stage: str) -> bytes:
-        """One stage's output: text stages as UTF-8, the cubin as its bytes."""
+        """One stage's output: text stages as UTF-8, the cubin as its bytes. The SASS is disassembled on
+        the first request for it (FAILED_PRECONDITION on a daemon without nvdisasm) and kept."""
         self._count("get_artifact")
         if stage not in STAGES:
             raise self._failed(InvalidArgument(f"stage {stage[:40]!r} is not one of {', '.join(STAGES)}"))
         entry = await self.entry(key)
+        if stage == "sass" and stage not in entry.stages:
+            try:
+                return await self.disassembler.run(entry, self._keep)
+            except ServiceError as e:
+                raise self._failed(e) from None
         if stage not in entry.stages:
             raise self._failed(NotFound(f"kernel {key} has no '{stage}' stage (the backend did not produce one)"))
         return entry.stages[stage]
+
+    @functools.cached_property
+    def disassembler(self) -> Disassembler:
+        """nvdisasm for `get_artifact(key, "sass")`: as many at once as there are compile workers."""
+        return Disassembler(self.config.workers)
+
+    async def _keep(self, entry: Entry) -> None:
+        """`entry`, grown by a stage made after its compile (the SASS), in place of the old one in every tier."""
+        self.memory.put(entry)
+        await self._disk_put(entry)
+        if self.redis is not None:
+            await self.redis.put(entry)
 
     async def kernels(self, name: str | None = None, target: str | None = None, since: str | None = None,
                       limit: int = 100) -> list[dict[str, Any]]:

@@ -9,6 +9,7 @@ bits as `despina.reinterpret(bits, tl.bfloat16)` and `device.get` returns them a
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -46,6 +47,15 @@ class Interpreter:
         """The raw bits of what a kernel argument holds, as unsigned integers of the element width."""
         arr = np.asarray(x.base if isinstance(x, TensorWrapper) else x)
         return arr.view(np.dtype(f"u{arr.dtype.itemsize}")).copy()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _kernel_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Kernels compiled by the tests (and the processes they start) go to a folder of the session's,
+    not to the user's ~/.cache/despina."""
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("DESPINA_CACHE_DIR", str(tmp_path_factory.mktemp("despina-cache")))
+        yield
 
 
 @pytest.fixture(params=["interpreter"])

@@ -7,7 +7,9 @@ import io
 import json
 import sys
 import textwrap
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -115,6 +117,79 @@ def test_emit_sass(source, capsys):
         assert code == 1 and "pip install nvidia-cuda-nvdisasm" in captured.err
     else:
         assert code == 0 and "LDG.E.128" in captured.out
+
+
+# ---- through a daemon (DESPINA_SERVER): the same bytes for every stage ------------------------------
+
+
+@pytest.fixture(scope="module")
+def daemons(tmp_path_factory) -> Iterator[dict[str, Any]]:
+    """`despina serve` with the NVPTX backend, and one (fake backend) without nvdisasm, as tests/server
+    start them."""
+    pytest.importorskip("llvmlite")
+    pytest.importorskip("cuda.bindings.nvjitlink")
+    from server.conftest import Daemon
+
+    nvptx = Daemon(tmp_path_factory.mktemp("nvptx"), compiler=None)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("DESPINA_NVDISASM", "")
+        try:
+            blind = Daemon(tmp_path_factory.mktemp("blind"))
+        except BaseException:
+            nvptx.stop()
+            raise
+    yield {"nvptx": nvptx, "blind": blind}
+    nvptx.stop()
+    blind.stop()
+
+
+@pytest.fixture
+def server(monkeypatch) -> Callable[[str | None], None]:
+    """`server(url)`: the next `despina compile` compiles on the daemon at `url` (None: in-process)."""
+    monkeypatch.setenv("DESPINA_SERVER_REQUIRED", "1")
+
+    def use(url: str | None) -> None:
+        if url is None:
+            monkeypatch.delenv("DESPINA_SERVER", raising=False)
+        else:
+            monkeypatch.setenv("DESPINA_SERVER", url)
+
+    return use
+
+
+@pytest.fixture(scope="module")
+def one_source(tmp_path_factory) -> Path:
+    """One file for the tests that compare stages: a cached kernel's stages name the file it was first
+    compiled from (the cache key leaves locations out)."""
+    path = tmp_path_factory.mktemp("source") / "kernels_for_cli.py"
+    path.write_text(KERNELS)
+    return path
+
+
+@pytest.mark.parametrize("scheme", ["grpc", "http"])
+@pytest.mark.parametrize("stage", ["ir", "gpuir", "llir", "ptx", "cubin", "sass"])
+def test_every_stage_with_and_without_a_daemon(one_source, tmp_path, daemons, server, scheme, stage):
+    from despina.compiler.backends.nvptx.toolkit import find_nvdisasm
+
+    if stage == "sass" and find_nvdisasm() is None:
+        pytest.skip("nvdisasm is not installed (pip install nvidia-cuda-nvdisasm)")
+    here, there = tmp_path / f"here.{stage}", tmp_path / f"there.{stage}"
+    server(None)
+    assert compile_cli(one_source, "--emit", stage, "-o", str(here)) == 0
+    server(daemons["nvptx"].grpc if scheme == "grpc" else daemons["nvptx"].http)
+    assert compile_cli(one_source, "--emit", stage, "-o", str(there)) == 0
+    assert there.read_bytes() == here.read_bytes() and here.stat().st_size > 0
+
+
+@pytest.mark.parametrize("scheme", ["grpc", "http"])
+def test_no_sass_from_a_daemon_without_nvdisasm(source, daemons, server, capsys, scheme):
+    blind = daemons["blind"]
+    server(blind.grpc if scheme == "grpc" else blind.http)
+    assert compile_cli(source, "--emit", "sass") == 1
+    err = capsys.readouterr().err
+    assert f"kernel 'add_kernel': no 'sass' stage from the daemon at {blind.grpc if scheme == 'grpc' else blind.http}" in err
+    assert "FAILED_PRECONDITION" in err and "no nvdisasm" in err and "pip install nvidia-cuda-nvdisasm" in err
+    assert compile_cli(source, "--emit", "llir") == 0  # the other stages are there
 
 
 def test_help_lists_compile(capsys):

@@ -3,8 +3,10 @@ builds it, every stage of the NVPTX backend kept, and `inspect_*`."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,6 +17,7 @@ from despina.compile_api import build_module, specialize
 from despina.compiler.ir.printer import print_module
 from despina.compiler.ir.types import PointerType, ScalarType, float32, int32
 from despina.jit import Options
+from despina.runtime import kernels
 from despina.signature import SignatureError, parse_entry
 
 
@@ -180,3 +183,98 @@ def test_constexpr_none_prunes_a_branch():
     assert k.metadata["num_threads"] == 32
     assert "func @scale_kernel(%0: ptr<fp32>, %1: int32, %2: fp32) kernel" in k.inspect_ir()
     assert k.inspect_ptx().count("ld.global") == 128 // 32  # x only: the bias branch is gone
+
+
+def test_no_nvdisasm_is_a_clear_error(compiled, monkeypatch):
+    from despina.compiler.backends.nvptx import sass
+
+    monkeypatch.setattr(sass, "find_nvdisasm", lambda: None)
+    again = despina.compile(add_kernel, signature=SIG, constexprs={"BLOCK": 1024}, target="sm_90")
+    with pytest.raises(RuntimeError, match="kernel 'add_kernel': no SASS: nvdisasm was not found; .*pip install"):
+        again.inspect_sass()
+    assert again.inspect_ptx() == compiled.inspect_ptx()
+
+
+# ---- the caches: despina.compile keeps what it compiles, as kernel[grid] does ------------------
+
+
+@pytest.fixture
+def fresh_cache(tmp_path, monkeypatch) -> Path:
+    """An empty disk cache and an empty memory cache."""
+    pytest.importorskip("llvmlite")
+    pytest.importorskip("cuda.bindings.nvjitlink")
+    monkeypatch.setenv("DESPINA_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(kernels, "_MEMORY", {})
+    return tmp_path
+
+
+def test_a_second_compile_reads_the_caches(fresh_cache):
+    first = despina.compile(add_kernel, SIG, {"BLOCK": 512})
+    again = despina.compile(add_kernel, SIG, {"BLOCK": 512})
+    assert (first.tier, again.tier) == ("compiled", "memory") and again.cubin == first.cubin
+    assert len(list(fresh_cache.glob("??/*.cubin"))) == 1
+    kernels._MEMORY.clear()
+    from_disk = despina.compile(add_kernel, SIG, {"BLOCK": 512})
+    assert from_disk.tier == "disk" and from_disk.metadata == first.metadata
+    assert {s: from_disk.asm[s] for s in ("ir", "gpuir", "llir", "ptx", "cubin")} == dict(first.asm)
+
+
+def test_a_fresh_process_reads_the_disk_cache_without_llvm(fresh_cache):
+    first = despina.compile(add_kernel, SIG, {"BLOCK": 512})
+    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import despina; from test_compile_api import add_kernel, SIG\n"
+            "k = despina.compile(add_kernel, SIG, {'BLOCK': 512})\n"
+            "print(json.dumps({'tier': k.tier, 'llvm': 'llvmlite' in sys.modules, 'ptx': k.inspect_ptx()}))\n")
+    done = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent)], capture_output=True, text=True,
+                          check=True)
+    got = json.loads(done.stdout.splitlines()[-1])
+    assert got == {"tier": "disk", "llvm": False, "ptx": first.inspect_ptx()}
+
+
+def test_launches_find_what_compile_kept(fresh_cache):
+    """kernel[grid]'s compile path (kernels.binary) and despina.compile share one cache."""
+    k = despina.compile(add_kernel, SIG, {"BLOCK": 256})
+    x = np.zeros(2048, np.float32)
+    options = Options(4, 3, False)
+    module = add_kernel.ir(add_kernel.specialize(add_kernel.bind((x, x, x, 1024), {"BLOCK": 256}), options), options)
+    compiles = kernels.STATS["compile"]
+    assert kernels.binary(module, {"num_warps": 4, "num_stages": 3, "debug": False}, "sm_90").cubin == k.cubin
+    assert kernels.STATS["compile"] == compiles
+
+
+# ---- with a daemon: the same stages --------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def nvptx_daemon(tmp_path_factory):
+    """`despina serve` with the NVPTX backend, as tests/server start it."""
+    pytest.importorskip("llvmlite")
+    pytest.importorskip("cuda.bindings.nvjitlink")
+    from server.conftest import Daemon
+
+    d = Daemon(tmp_path_factory.mktemp("daemon"), compiler=None)
+    yield d
+    d.stop()
+
+
+INSPECT = {"ir": "inspect_ir", "gpuir": "inspect_gpuir", "llir": "inspect_llvm", "ptx": "inspect_ptx",
+           "sass": "inspect_sass"}
+
+
+@pytest.mark.parametrize("scheme", ["grpc", "http"])
+@pytest.mark.parametrize("stage", ["ir", "gpuir", "llir", "ptx", "cubin", "sass"])
+def test_every_stage_with_and_without_a_daemon(compiled, nvptx_daemon, scheme, stage, monkeypatch):
+    from despina.compiler.backends.nvptx.toolkit import find_nvdisasm
+
+    if stage == "sass" and find_nvdisasm() is None:
+        pytest.skip("nvdisasm is not installed (pip install nvidia-cuda-nvdisasm)")
+    monkeypatch.setenv("DESPINA_SERVER_REQUIRED", "1")
+    despina.set_server(nvptx_daemon.grpc if scheme == "grpc" else nvptx_daemon.http)
+    try:
+        k = despina.compile(add_kernel, signature=SIG, constexprs={"BLOCK": 1024}, num_warps=4, num_stages=3,
+                            target="sm_90")
+    finally:
+        despina.set_server(None)
+    assert k.tier == "daemon" and k.metadata["service"]["tier"] in ("compiled", "memory")
+    assert k.stage(stage) == compiled.stage(stage)
+    if stage in INSPECT:
+        assert getattr(k, INSPECT[stage])() == getattr(compiled, INSPECT[stage])()

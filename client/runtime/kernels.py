@@ -3,6 +3,8 @@ when one is configured, `despina.set_server` / DESPINA_SERVER, else the NVPTX ba
 
     binary = kernels.binary(module, {"num_warps": 4, "num_stages": 3, "debug": False}, "sm_90a")
 
+    binary, tier = kernels.local(module, options, "sm_90")   # in-process whatever the daemon: despina.compile
+
 `STATS` counts where each request was served (`memory`, `disk`, `compile`). The backend is
 imported on a miss only, so a process that finds its kernels on disk never imports LLVM.
 """
@@ -25,23 +27,35 @@ _MEMORY: dict[str, cache.Binary] = {}
 
 def binary(module: Module, options: dict[str, Any], target: str) -> cache.Binary:
     """The compiled kernel of `module` for `target`: from memory, from disk (verified), or compiled now
-    and stored in both."""
+    (on the daemon when one is configured) and stored in both."""
     key = cache.cache_key(module, _keyed(options), target)
+    return _cached(key, lambda: compile_module(module, options, target), target)[0]
+
+
+def local(module: Module, options: dict[str, Any], target: str) -> tuple[cache.Binary, str]:
+    """As `binary`, compiled by the NVPTX backend in this process even when a daemon is configured (for
+    `despina.compile` when no daemon answers), and where it came from: "memory", "disk" or "compiled"."""
+    key = cache.cache_key(module, options, target)
+    return _cached(key, lambda: _backend(module, options, target), target)
+
+
+def _cached(key: str, compile: Callable[[], cache.Binary], target: str) -> tuple[cache.Binary, str]:
     found = _MEMORY.get(key)
     if found is not None:
         STATS["memory"] += 1
-        return found
+        return found, "memory"
     disk = cache.default_cache()
     found = disk.get(key)
+    tier = "disk"
     if found is not None:
         STATS["disk"] += 1
     else:
         STATS["compile"] += 1
         prestart(target)
-        found = compile_module(module, options, target)
+        found, tier = compile(), "compiled"
         disk.put(key, found)
     _MEMORY[key] = found
-    return found
+    return found, tier
 
 
 def prepare(items: list[tuple[Module, dict[str, Any], str]], done: Callable[[int, str | None], None]) -> list[str | None]:
@@ -146,6 +160,12 @@ def compile_module(module: Module, options: dict[str, Any], target: str) -> cach
         meta = _json(got.metadata)
         # The image: the cubin, or PTX (meta["image_format"] == "ptx") that the driver JITs when it loads it.
         return cache.Binary(str(meta.pop("name", name)), bytes(got.image), meta, {"ptx": got.ptx})
+    return _backend(module, options, target)
+
+
+def _backend(module: Module, options: dict[str, Any], target: str) -> cache.Binary:
+    """The NVPTX backend's kernel, compiled in this process."""
+    name = module.kernel.name
     try:
         from despina.compiler.backends.nvptx import compile_module as backend
     except ImportError as exc:

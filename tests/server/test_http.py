@@ -40,7 +40,7 @@ def test_compile_list_and_artifacts(daemon: Daemon) -> None:
         assert blob.headers["content-type"] == "application/octet-stream" and blob.content == cubin
 
         assert http.get(f"/v1/kernels/{'0' * 64}").status_code == 404
-        assert http.get(f"/v1/kernels/{key}/sass").json()["error"]["code"] == "NOT_FOUND"
+        assert http.get(f"/v1/kernels/{'0' * 64}/ptx").json()["error"]["code"] == "NOT_FOUND"
         assert http.get("/v1/kernels/not-a-key").status_code == 400
         assert http.get("/docs").status_code == 200
         assert "/v1/compile" in http.get("/openapi.json").json()["paths"]

@@ -24,6 +24,7 @@ from despina.compiler.backends.gpuir import assign_layouts  # noqa: E402
 from despina.compiler.backends.nvptx import LLVMError, compile_module, isolate, llvm  # noqa: E402
 from despina.compiler.backends.nvptx.lower import lower  # noqa: E402
 from despina.compiler.backends.nvptx.target import get_target  # noqa: E402
+from despina.runtime import kernels as despina_kernels  # noqa: E402
 
 from .. import kernels  # noqa: E402
 
@@ -176,7 +177,10 @@ def scale(x_ptr, n, BLOCK: tl.constexpr):
     tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2.0, mask=offs < n)
 
 
-def test_despina_compile_prestarts_the_worker(fresh: None, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_despina_compile_prestarts_the_worker(fresh: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """On a miss of the caches (a compile to come), and only then."""
+    monkeypatch.setenv("DESPINA_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(despina_kernels, "_MEMORY", {})
     started: list[str | None] = []
     real = isolate.prestart
 
@@ -186,7 +190,9 @@ def test_despina_compile_prestarts_the_worker(fresh: None, monkeypatch: pytest.M
 
     monkeypatch.setattr(isolate, "prestart", prestart)
     k = despina.compile(scale, "*fp32:16,i32", {"BLOCK": 128}, target="sm_90")
-    assert started == ["sm_90"] and k.cubin[:4] == b"\x7fELF"
+    assert started == ["sm_90"] and k.cubin[:4] == b"\x7fELF" and k.tier == "compiled"
+    assert despina.compile(scale, "*fp32:16,i32", {"BLOCK": 128}, target="sm_90").tier == "memory"
+    assert started == ["sm_90"]
 
 
 def test_compile_module_through_a_prestarted_worker(fresh: None) -> None:
