@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import NamedTuple
 
 from .link import link_cubin, parse_info_log
 from .target import Target
@@ -77,3 +78,50 @@ def second_cta(
     if fits and second.spill_stores == 0 and second.spill_loads == 0 and second.stack <= first.stack:
         return hinted, cubin2, log2
     return ptx, cubin, log
+
+
+_BLOCKS_PER_SM = {80: 32, 86: 16, 89: 24, 90: 32}
+_SUBPARTITIONS = 4  # an SM's register file is split between its four schedulers
+_REGISTER_UNIT = 256  # registers are allocated to a warp in units of 256
+_SHARED_UNIT = 128  # and shared memory to a block in units of 128 bytes
+
+
+class Occupancy(NamedTuple):
+    """Blocks of one kernel resident on an SM at once, what limits them, and the warps that makes."""
+
+    blocks: int
+    warps: int
+    max_warps: int
+    limit: str  # registers, shared memory, threads or blocks: the resource that allows the fewest
+
+    @property
+    def fraction(self) -> float:
+        return self.warps / self.max_warps
+
+
+def occupancy(capability: int, registers: int, threads: int, shared: int) -> Occupancy:
+    """The occupancy of a kernel using `registers` a thread and `shared` bytes of shared memory in
+    blocks of `threads`, on an SM of compute capability `capability` (80 for sm_80), as CUDA's
+    occupancy calculator counts it: registers per warp rounded up to 256 and shared to 128 bytes
+    (plus the system's 1 KiB a block), warps spread over the four sub-partitions' register files.
+
+        >>> occupancy(90, 32, 128, 0)
+        Occupancy(blocks=16, warps=64, max_warps=64, limit='threads')
+    """
+    if threads <= 0 or registers < 0 or shared < 0:
+        raise ValueError(f"threads must be positive and registers and shared memory non-negative, got {threads} "
+                         f"threads, {registers} registers, {shared} bytes")
+    threads_per_sm = _THREADS_PER_SM.get(capability, 2048)
+    warps_per_block = -(-threads // 32)
+    per_warp = -(-max(registers, 1) * 32 // _REGISTER_UNIT) * _REGISTER_UNIT
+    per_block = -(-(shared + _RESERVED_SHARED_PER_CTA) // _SHARED_UNIT) * _SHARED_UNIT
+    warps_by_registers = (REGISTERS_PER_SM // _SUBPARTITIONS // per_warp) * _SUBPARTITIONS
+    limits = {  # on a tie the first is named: a kernel held back only by the SM's own caps is at full occupancy
+        "threads": threads_per_sm // (warps_per_block * 32),
+        "blocks": _BLOCKS_PER_SM.get(capability, 16),
+        "registers": warps_by_registers // warps_per_block if per_warp * warps_per_block <= REGISTERS_PER_SM else 0,
+        "shared memory": _SHARED_PER_SM.get(capability, 100 * 1024) // per_block,
+    }
+    limit = min(limits, key=lambda k: limits[k])
+    blocks = limits[limit]
+    return Occupancy(blocks, blocks * warps_per_block, threads_per_sm // 32, limit)
