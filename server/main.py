@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from despina import cli_env
+
 from . import access, auth
 from .access import LOG_FORMATS
 from .config import DEFAULT_COMPILER, DEFAULT_EXECUTOR, ServiceConfig, default_disk_dir
@@ -27,6 +29,9 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 MAX_WORKERS = 256
 MAX_REDIS_TTL = 10 * 365 * 24 * 3600
 ENTRY_POINT = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+# Flags whose derived variable already means something else: DESPINA_CACHE_DIR is the client's cache
+# folder, under which the daemon's default one lies.
+ENVIRONMENT_NAMES = {"--cache-dir": "DESPINA_DAEMON_CACHE_DIR"}
 
 
 class UsageError(Exception):
@@ -47,6 +52,12 @@ def port(text: str) -> int | None:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """`despina serve`'s flags, each also read from its environment variable (`--grpc-port`: DESPINA_GRPC_PORT)."""
+    _flags(p)
+    cli_env.bind(p, ENVIRONMENT_NAMES)
+
+
+def _flags(p: argparse.ArgumentParser) -> None:
     d = ServiceConfig()
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on; another than loopback needs --token-file or --insecure (default: 127.0.0.1)")
@@ -188,21 +199,21 @@ def run(args: argparse.Namespace) -> int:
         config = config_from(args)
         token = auth.load_token(args.token_file) if args.token_file else None
     except (UsageError, ValueError, OSError) as e:
-        return _fail(str(e))
+        return _fail(e, args)
     access.configure(args.log_level, args.log_format)
     try:
         check_exposure(args)
     except UsageError as e:
-        return _fail(str(e))
+        return _fail(e, args)
     try:
         asyncio.run(serve(args, config, token))
     except UsageError as e:
-        return _fail(str(e))
+        return _fail(e, args)
     return 0
 
 
-def _fail(message: str) -> int:
-    print(f"despina serve: error: {message}", file=sys.stderr)
+def _fail(error: Exception, args: argparse.Namespace) -> int:
+    print(f"despina serve: error: {cli_env.blame(str(error), args)}", file=sys.stderr)
     return 2
 
 
