@@ -7,9 +7,12 @@ or `despina.set_server("grpc://gpu-host:50051", token="...")`. Then
 
     cubin, ptx, metadata = compile_remote(module, options, target="sm_90")
 
-sends the IR and returns the daemon's cubin; `metadata["service"]` says which tier answered. An
-unreachable daemon makes it compile in-process instead, with one warning; with
-`DESPINA_SERVER_REQUIRED=1` that is an error. `DESPINA_SERVER_CA` names a CA bundle for TLS.
+sends the IR and returns the daemon's cubin; `metadata["service"]` says which tier and which daemon
+answered. `DESPINA_SERVER` may list several daemons, `grpc://a:50051,grpc://b:50051`: each process
+asks one of them and goes on to the next when it cannot be reached (remote_failover.py). When no
+daemon can be reached, it compiles in-process instead, with one warning; with
+`DESPINA_SERVER_REQUIRED=1` that is an error naming every address. `DESPINA_SERVER_CA` names a CA
+bundle for TLS.
 
 The request carries this host's CUDA driver version (`driver.version()`, 0 without a driver). A
 driver older than the daemon's toolchain gets PTX its driver can JIT instead of a cubin:
@@ -26,9 +29,10 @@ import base64
 import hashlib
 import json
 import os
+import threading
 import warnings
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 from urllib.parse import quote
 
 from despina.compiler.ir.core import Module
@@ -36,12 +40,17 @@ from despina.compiler.ir.core import Module
 if TYPE_CHECKING:
     from despina.jit import JITFunction
 
+    from .remote_failover import Servers
+
 CONNECT_TIMEOUT_S = 5.0
 COMPILE_TIMEOUT_S = 600.0
 # An Execute compiles (up to the daemon's compile time-out), then runs (its --execute-timeout-s).
 EXECUTE_TIMEOUT_S = 900.0
 _settings: dict[str, str | None] = {}
 _clients: dict[tuple[str, str | None], _Client] = {}
+_servers: dict[str, Servers] = {}
+_lock = threading.Lock()
+T = TypeVar("T")
 _warned: set[str] = set()
 
 
@@ -75,17 +84,22 @@ class RemoteKernel(NamedTuple):
 
 
 def set_server(url: str | None, token: str | None = None) -> None:
-    """Use the daemon at `url` (grpc://, grpcs://, http:// or https://); None goes back to DESPINA_SERVER."""
-    if url is not None and url.partition("://")[0] not in ("grpc", "grpcs", "http", "https"):
-        raise ValueError(f"server URL {url!r} must start with grpc://, grpcs://, http:// or https://")
+    """Use the daemon at `url` (grpc://, grpcs://, http:// or https://), or the daemons of a comma-separated
+    list of them (each process asks one and fails over to the next); None goes back to DESPINA_SERVER."""
+    if url is not None:
+        from .remote_failover import addresses
+
+        addresses(url, "set_server")
     _settings["url"], _settings["token"] = url, token
-    for client in _clients.values():
-        client.close()
-    _clients.clear()
+    with _lock:
+        for client in _clients.values():
+            client.close()
+        _clients.clear()
+        _servers.clear()
 
 
 def server() -> str | None:
-    """The daemon's URL, from `set_server` or DESPINA_SERVER; None: compile in-process."""
+    """The daemon's URL (or comma-separated URLs), from `set_server` or DESPINA_SERVER; None: compile in-process."""
     return _settings.get("url") or os.environ.get("DESPINA_SERVER") or None
 
 
@@ -121,15 +135,15 @@ def try_remote(module: Module, options: Any = None, target: str = "sm_90", speci
 
     if driver_version is None:
         driver_version = _driver_version()
+    ir, opts, spec = encode(module), _options(options), specialization or {}
     try:
-        return _client(url).compile(encode(module), _options(options), target, specialization or {}, driver_version)
+        return _failover(url, lambda client: client.compile(ir, opts, target, spec, driver_version))
     except ServerUnavailable as e:
         if _required():
             raise
         if url not in _warned:
             _warned.add(url)
-            warnings.warn(f"despina: the daemon at {url} is unreachable ({e.message}); compiling in-process",
-                          RuntimeWarning, stacklevel=stacklevel)
+            warnings.warn(f"despina: {e.message}; compiling in-process", RuntimeWarning, stacklevel=stacklevel)
         return None
 
 
@@ -138,7 +152,7 @@ def artifact(url: str, key: str, stage: str) -> bytes:
     `key`, as `GET /v1/kernels/{key}/{stage}` (gRPC GetArtifact) answers it: text as UTF-8, the cubin's
     bytes. `RemoteError` when the daemon has none (its message says why), `ServerUnavailable` when it
     cannot be reached."""
-    return _client(url).artifact(key, stage)
+    return _failover(url, lambda client: client.artifact(key, stage))
 
 
 def _driver_version() -> int:
@@ -188,11 +202,27 @@ class _Client(Protocol):
 
 
 def _client(url: str) -> _Client:
+    """The connection to the one daemon at `url`, shared by the threads of this process."""
     token = _token()
     client = _clients.get((url, token))
     if client is None:
-        client = _clients[(url, token)] = (_Grpc if url.startswith("grpc") else _Http)(url, token)
+        with _lock:
+            client = _clients.get((url, token))
+            if client is None:
+                client = _clients[(url, token)] = (_Grpc if url.startswith("grpc") else _Http)(url, token)
     return client
+
+
+def _failover(spec: str, fn: Callable[[_Client], T]) -> T:
+    """`fn` of the client of the first daemon of `spec` (one URL or several) that can be reached
+    (remote_failover.py); `ServerUnavailable` naming every address when none can."""
+    servers = _servers.get(spec)
+    if servers is None:
+        from .remote_failover import Servers
+
+        with _lock:
+            servers = _servers.setdefault(spec, Servers(spec))
+    return servers.call(lambda address: fn(_client(address)))
 
 
 def _ca() -> bytes | None:
@@ -207,7 +237,8 @@ class _Grpc:
         from despina.proto import service_pb2_grpc
 
         address = url.split("://", 1)[1].rstrip("/")
-        options = [("grpc.max_receive_message_length", -1)]
+        # A daemon that comes back is used again within remote_failover's longest back-off.
+        options = [("grpc.max_receive_message_length", -1), ("grpc.max_reconnect_backoff_ms", 30_000)]
         if url.startswith("grpcs://"):
             channel = grpc.secure_channel(address, grpc.ssl_channel_credentials(_ca()), options)
         else:
@@ -391,7 +422,8 @@ def execute_remote(module: Module, grid: Sequence[int], args: Sequence[RemoteArg
     if url is None:
         raise RuntimeError(f"kernel '{module.kernel.name}': remote execution needs a daemon: set DESPINA_SERVER="
                            "grpc://HOST:50051 (or http://HOST:8000), or call despina.set_server(url)")
-    return _client(url).execute(_encode(module), _options(options), target, tuple(grid), list(args))
+    ir, opts, dims, values = _encode(module), _options(options), tuple(grid), list(args)
+    return _failover(url, lambda client: client.execute(ir, opts, target, dims, values))
 
 
 class RemoteLauncher:
@@ -479,7 +511,8 @@ def run_remote(fn: JITFunction, grid: Any, args: Sequence[Any], kwargs: dict[str
             else:
                 i = int(v)
                 values.append(i - (1 << 64) if i >= 1 << 63 else i)  # a uint64 travels as its sint64 bits
-    back = _client(url).execute(_encode(module), _options(options), "", dims, values)
+    ir, opts = _encode(module), _options(options)
+    back = _failover(url, lambda client: client.execute(ir, opts, "", dims, values))
     if len(back) != len(sent):
         raise RemoteError("DATA_LOSS", f"{url} sent back {len(back)} buffers for kernel '{name}', which has {len(sent)}")
     results: dict[str, Any] = {}

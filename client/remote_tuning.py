@@ -19,7 +19,8 @@ from .remote import (
     RemoteKernel,
     ServerUnavailable,
     _checked,
-    _client,
+    _Client,
+    _failover,
     _Grpc,
     _Http,
 )
@@ -69,9 +70,10 @@ class TuneAnswer:
 
 
 def tune(url: str, call: TuneCall) -> TuneAnswer:
-    """The daemon's answer; RemoteError (code NOT_FOUND for a lookup that missed) when it refuses."""
-    client = _client(url)
-    return _grpc_tune(client, call) if isinstance(client, _Grpc) else _http_tune(client, call)
+    """The daemon's answer (the first of `url`'s daemons that can be reached, as a compile asks them);
+    RemoteError (code NOT_FOUND for a lookup that missed) when it refuses."""
+    return _failover(url, lambda client: _grpc_tune(client, call) if isinstance(client, _Grpc)
+                     else _http_tune(client, call))
 
 
 def _http(client: Any) -> _Http:
@@ -80,7 +82,10 @@ def _http(client: Any) -> _Http:
 
 
 def report(url: str, client_key: str, tuning: Tuning) -> Tuning:
-    client = _client(url)
+    return _failover(url, lambda client: _report(client, client_key, tuning))
+
+
+def _report(client: _Client, client_key: str, tuning: Tuning) -> Tuning:
     if isinstance(client, _Grpc):
         from despina.proto import service_pb2 as pb
 
@@ -92,7 +97,10 @@ def report(url: str, client_key: str, tuning: Tuning) -> Tuning:
 
 def listing(url: str, key: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
     """One record in full (`key`), or the daemon's most recent ones (their summaries)."""
-    client = _client(url)
+    return _failover(url, lambda client: _listing(client, key, limit))
+
+
+def _listing(client: _Client, key: str | None, limit: int) -> list[dict[str, Any]]:
     if isinstance(client, _Grpc):
         from despina.proto import service_pb2 as pb
 
@@ -104,7 +112,10 @@ def listing(url: str, key: str | None = None, limit: int = 100) -> list[dict[str
 
 
 def clear(url: str, key: str | None = None) -> int:
-    client = _client(url)
+    return _failover(url, lambda client: _clear(client, key))
+
+
+def _clear(client: _Client, key: str | None) -> int:
     if isinstance(client, _Grpc):
         from despina.proto import service_pb2 as pb
 
