@@ -394,6 +394,8 @@ class CompileService:
         except ServiceError as e:
             outcome = {"INVALID_ARGUMENT": "error", "DEADLINE_EXCEEDED": "timeout"}.get(e.code, "crash")
             self.metrics.compiles.labels(outcome).inc()
+            if outcome == "crash":  # verified IR that the backend cannot compile is a bug of ours
+                log.error("compiling key %s failed: %s: %s", key, e.code, e.message)
             raise
         finally:
             self.metrics.in_flight.dec()

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+# Characters of a message a caller gets back. gRPC carries the message in a trailer, and a trailer
+# past the channel's metadata limit (8 KiB by default, after percent-encoding) turns the answer into
+# RESOURCE_EXHAUSTED; a message echoing a huge input (a 70,000-character op name) must not do that.
+MAX_MESSAGE = 1500
+
 
 class ServiceError(Exception):
     """An error a caller gets back; `code` is the gRPC status name, `http_status` the REST one."""
@@ -10,6 +15,8 @@ class ServiceError(Exception):
     http_status = 500
 
     def __init__(self, message: str) -> None:
+        if len(message) > MAX_MESSAGE:
+            message = f"{message[:MAX_MESSAGE]}... ({len(message) - MAX_MESSAGE} more characters)"
         super().__init__(message)
         self.message = message
         # Set once the error is counted in despina_errors_total, so that a transport that answers

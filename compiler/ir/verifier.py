@@ -32,12 +32,18 @@ MAX_ADDRESS_SPACE = 255
 MAX_ATTR_DEPTH = 8  # lists nested in attribute values
 MAX_ATTR_LIST = 4096  # items of one list attribute
 MAX_STRING = 65536  # characters of one string (attribute, file name, argument name)
+MAX_SYMBOL = 1024  # characters of a function name (a PTX symbol)
 MAX_LOC = 2**32 - 1  # line and column numbers
 MAX_TYPE_TEXT = 256  # characters of a type's text form, as the parser and the decoder read it
 INT_MIN, INT_MAX = -(2**63), 2**64 - 1  # integer attributes: int64 and uint64 values
 
 # Function and attribute names: what the printer writes bare, so the text form can be read back.
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.$]*")
+# Function names become PTX symbols: a letter, or '_' and at least one more character, then letters,
+# digits, '_' and '$' only; not a name that PTX, libdevice or the backend's own symbols take.
+SYMBOL = re.compile(r"[A-Za-z][A-Za-z0-9_$]*|_[A-Za-z0-9_$]+")
+RESERVED_SYMBOLS = frozenset({"WARP_SZ", "vprintf", "global_smem"})
+RESERVED_PREFIXES = ("__nv_", "__despina")
 
 # Each region's terminator, by op; a region of any other op ends in `yield`.
 REGION_TERMINATORS: dict[str, tuple[str, ...]] = {"while": ("condition", "yield")}
@@ -120,6 +126,17 @@ def loc_error(loc: Any) -> str | None:
     return string_error(loc.file)
 
 
+def _symbol_error(name: Any) -> str | None:
+    if not isinstance(name, str) or len(name) > MAX_SYMBOL or not SYMBOL.fullmatch(name):
+        return (f"function name {str(name)[:80]!r} cannot be a GPU symbol: it must start with a letter, or with "
+                f"'_' and one more character, hold only letters, digits, '_' and '$', and be at most "
+                f"{MAX_SYMBOL} characters; rename the function")
+    if name in RESERVED_SYMBOLS or name.startswith(RESERVED_PREFIXES):
+        return (f"function name {name!r} is taken by PTX, libdevice or the backend's own symbols "
+                f"({', '.join(sorted(RESERVED_SYMBOLS))}, {'*, '.join(RESERVED_PREFIXES)}*); rename the function")
+    return None
+
+
 def _constant_error(value: Any, ty: Type) -> str | None:
     elem = elem_of(ty)
     if isinstance(elem, PointerType) or elem.is_int():
@@ -180,8 +197,8 @@ class _Verifier:
     def signature(self, fn: Any) -> None:
         if not isinstance(fn, Function):
             raise self.fail(f"{fn!r} is not a Function")
-        if not isinstance(fn.name, str) or not NAME.fullmatch(fn.name) or len(fn.name) > MAX_STRING:
-            raise self.fail(f"function name {fn.name!r} is not an identifier")
+        if err := _symbol_error(fn.name):
+            raise self.fail(err)
         if fn.name in self.functions:
             raise self.fail(f"two functions are named '{fn.name}'")
         self.functions[fn.name] = fn

@@ -2,7 +2,7 @@
 
 The daemon tests run on CPU-only machines and need compilations that are fast, deterministic and
 steerable: module attributes make it sleep (`fake_sleep` seconds), allocate (`fake_alloc` bytes), fail
-(`fake_fail`) or kill its own worker process (`fake_crash`), change the nvJitLink version it reports (`fake_nvjitlink`, "12.8"
+(`fake_fail`), fail as a backend bug would (`fake_bug`) or kill its own worker process (`fake_crash`), change the nvJitLink version it reports (`fake_nvjitlink`, "12.8"
 by default) or add a line to its PTX (`fake_ptx`). Its PTX is a valid empty kernel declaring
 `.version 8.7`, as the NVPTX backend's does.
 """
@@ -38,6 +38,8 @@ def compile_module(module: Module, target: str = "sm_90", num_warps: int = 4, nu
         os.kill(os.getpid(), signal.SIGKILL)
     if module.attrs.get("fake_fail"):
         raise CompilationError("the fake backend refuses this kernel", name)
+    if module.attrs.get("fake_bug"):
+        raise RuntimeError("the fake backend tripped over its own bug")
     text = print_module(module)
     extra = str(module.attrs.get("fake_ptx", ""))
     ptx = (f"// fake PTX for {name} on {target}, {num_warps} warps\n.version 8.7\n.target {target}\n.address_size 64\n\n"

@@ -31,7 +31,7 @@ from despina.compiler.ir.types import (
     with_elem,
     with_shape,
 )
-from despina.compiler.ir.verifier import NAME
+from despina.compiler.ir.verifier import NAME, SYMBOL
 
 SCALARS = [ScalarType(n) for n in SCALAR_NAMES]
 FLOATS = [t for t in SCALARS if t.is_floating()]
@@ -40,6 +40,8 @@ SHAPES: list[tuple[int, ...]] = [(1,), (2,), (4,), (8,), (2, 2), (1, 4), (4, 1),
 GROW_LIMIT = 64  # ops that make a tile larger take tiles of at most this many elements
 
 names = st.from_regex(NAME, fullmatch=True).filter(lambda s: len(s) <= 12)
+# Function names: GPU symbols ("__nv_" and "__despina" are taken, so none starts with "__").
+symbols = st.from_regex(SYMBOL, fullmatch=True).filter(lambda s: len(s) <= 12 and not s.startswith("__"))
 locs = st.builds(Loc, st.text(max_size=12), st.integers(0, 10**6), st.integers(0, 300))
 
 
@@ -494,7 +496,7 @@ def modules(
 ) -> Module:
     """A random module that passes `verify`: helpers (each may call earlier ones) and a kernel."""
     functions: list[Function] = []
-    prefix = draw(names)
+    prefix = draw(symbols)
     for i in range(draw(st.integers(0, max_helpers))):
         arg_types = draw(st.lists(types(), max_size=3))
         result_types = draw(st.lists(st.sampled_from(SCALARS + arg_types), max_size=2))

@@ -6,7 +6,8 @@ import struct
 
 import llvmlite.ir as ir
 
-from ....ir.types import ElemType, PointerType, ScalarType
+from ....ir.types import ElemType, PointerType, ScalarType, bfloat16, float16, float32, float64
+from ....passes.numerics import to_float
 
 i1, i8, i16, i32, i64 = (ir.IntType(n) for n in (1, 8, 16, 32, 64))
 f16, f32, f64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
@@ -65,7 +66,11 @@ def const(ty: ir.Type, value: int | float | bool) -> ir.Constant:
         w, v = ty.width, int(value)
         v = (v + (1 << (w - 1))) % (1 << w) - (1 << (w - 1)) if w > 1 else v & 1
         return ir.Constant(ty, v)
-    return ir.Constant(ty, float(value))
+    # Rounded once to the type, as a cast rounds: a finite value beyond its range is an infinity.
+    return ir.Constant(ty, to_float(float(value), _FLOATS[type(ty)]))
+
+
+_FLOATS: dict[type, ScalarType] = {ir.HalfType: float16, BFloatType: bfloat16, ir.FloatType: float32, ir.DoubleType: float64}
 
 
 def int_type(bits: int) -> ir.IntType:
