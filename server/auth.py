@@ -27,5 +27,13 @@ def check(header: str | None, token: str | None) -> None:
         raise Unauthenticated("the bearer token is not valid for this daemon")
 
 
+def check_headers(values: list[str], token: str | None) -> None:
+    """`check` on a request's Authorization headers: several of them are refused rather than one
+    picked (a proxy and a client that disagree about which counts would disagree about who asked)."""
+    if token is not None and len(values) > 1:
+        raise Unauthenticated(f"the request carries {len(values)} Authorization headers; send exactly one")
+    check(values[0] if values else None, token)
+
+
 DELETE_NEEDS_TOKEN = ("deleting kernels or tunings needs a daemon started with --token-file (and that token): an open "
                       "daemon's cache cannot be emptied by whoever reaches it")

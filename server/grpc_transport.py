@@ -204,9 +204,9 @@ class TokenInterceptor(grpc.aio.ServerInterceptor):
         handler = await continuation(details)
         if handler is None or details.method.startswith("/grpc.health.v1.Health/"):
             return handler
-        header = dict(details.invocation_metadata or ()).get("authorization")
+        headers = [v for k, v in details.invocation_metadata or () if k == "authorization" and isinstance(v, str)]
         try:
-            auth.check(header if isinstance(header, str) else None, self.token)
+            auth.check_headers(headers, self.token)
         except ServiceError as e:
             return _refusal(handler, self.refuse(e), details.method.rpartition("/")[2])
         return handler

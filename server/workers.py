@@ -195,10 +195,20 @@ class CompilePool:
     def pids(self) -> list[int]:
         return [w.pid for w in self.workers]
 
+    async def _take(self) -> _Worker:
+        """An idle worker that is alive: one killed while idle (by an operator, the OOM killer) is replaced
+        here instead of failing the compile sent to it."""
+        while True:
+            worker = await self._idle.get()
+            if worker.process.is_alive():
+                return worker
+            log.warning("compile worker %d died while idle (%s); replacing it", worker.pid, worker.exit_reason())
+            self._replace(worker)
+
     async def compile(self, ir: bytes, target: str, num_warps: int, num_stages: int) -> dict[str, Any]:
         """The worker's {"stages", "metadata", "seconds"}; `InvalidArgument` when the kernel does not
         compile, `Internal` when the worker died, `DeadlineExceeded` past the time-out."""
-        worker = await self._idle.get()
+        worker = await self._take()
         job = {"ir": ir, "target": target, "num_warps": num_warps, "num_stages": num_stages}
         try:
             worker.conn.send(job)

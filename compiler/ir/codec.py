@@ -21,13 +21,10 @@ from despina.proto import ir_pb2 as pb
 from .core import Block, Function, IRError, Loc, Module, Op, Value
 from .types import PointerType, ScalarType, TileType, Type, parse_type
 from .verifier import MAX_ATTR_DEPTH, MAX_ATTR_LIST, MAX_FUNCTIONS, MAX_REGION_DEPTH, MAX_TYPE_TEXT
+from .wire import IRDecodeError, census, varint
 
 SCHEMA_VERSION = 2
 _I64, _U64 = 2**63, 2**64
-
-
-class IRDecodeError(IRError):
-    """The bytes are not a serialized module of this schema version; the message says why."""
 
 
 # ---- encoding -------------------------------------------------------------------------------
@@ -251,6 +248,7 @@ def decode(data: bytes) -> Module:
     """
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise IRDecodeError(f"expected bytes, got {type(data).__name__}")
+    census(data)  # past a limit, refused before protobuf builds anything
     msg = pb.Module()
     try:
         msg.ParseFromString(bytes(data))
@@ -275,12 +273,12 @@ def key_bytes(data: bytes) -> bytes:
         if records > _MAX_TOP_LEVEL:
             raise IRDecodeError(f"more than {_MAX_TOP_LEVEL} functions and module attributes")
         start = i
-        tag, i = _varint(data, i)
+        tag, i = varint(data, i)
         wire = tag & 7
         if wire == 0:
-            i = _varint(data, i)[1]
+            i = varint(data, i)[1]
         elif wire == 2:
-            length, i = _varint(data, i)
+            length, i = varint(data, i)
             i += length
         elif wire in (1, 5):
             i += 8 if wire == 1 else 4
@@ -296,13 +294,3 @@ def key_bytes(data: bytes) -> bytes:
 _LOCATIONS = pb.Module.DESCRIPTOR.fields_by_name["locations"].number
 _MAX_TOP_LEVEL = 2 + MAX_FUNCTIONS + MAX_ATTR_LIST + 1  # versions, functions, attributes, locations
 
-
-def _varint(data: bytes, i: int) -> tuple[int, int]:
-    """The varint at `data[i:]` and the index after it."""
-    value = shift = 0
-    for j in range(i, min(i + 10, len(data))):
-        value |= (data[j] & 0x7F) << shift
-        if data[j] < 0x80:
-            return value, j + 1
-        shift += 7
-    raise IRDecodeError(f"not a serialized despina.ir.v1.Module: a bad varint at byte {i}")
