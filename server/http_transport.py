@@ -278,7 +278,8 @@ class Guard:
         headers = dict(scope["headers"])
         try:
             if not self._open(scope["path"]):
-                auth.check(headers.get(b"authorization", b"").decode("latin-1") or None, self.token)
+                auth.check_headers([v.decode("latin-1") for k, v in scope["headers"] if k == b"authorization"],
+                                   self.token)
             if scope["method"] == "DELETE" and self.token is None:
                 raise PermissionDenied(auth.DELETE_NEEDS_TOKEN)
             length = headers.get(b"content-length")
