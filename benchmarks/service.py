@@ -22,8 +22,6 @@ import base64
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,57 +32,10 @@ from typing import Any
 
 import httpx
 
-from despina.compiler.ir.builder import Builder
 from despina.compiler.ir.codec import encode
-from despina.compiler.ir.core import Block, Function, Module
-from despina.compiler.ir.types import PointerType, float32, int32
 
-
-def vector_add(salt: str, block: int = 1024) -> Module:
-    p = PointerType(float32)
-    names = ["x", "y", "out", "n"]
-    fn = Function("add_kernel", Block([p, p, p, int32], names), names, kernel=True)
-    x, y, out, n = fn.args
-    b = Builder(fn.body)
-    start = b.value("mul", [b.value("program_id", axis=0), b.constant(block, int32)])
-    offs = b.value("add", [b.value("splat", [start], shape=[block]), b.value("arange", start=0, end=block)])
-    mask = b.value("cmp", [offs, b.value("splat", [n], shape=[block])], pred="lt")
-    loaded = [b.value("load", [b.value("addptr", [b.value("splat", [q], shape=[block]), offs]), mask]) for q in (x, y)]
-    dest = b.value("addptr", [b.value("splat", [out], shape=[block]), offs])
-    b.create("store", [dest, b.value("add", loaded), mask])
-    b.create("return")
-    return Module([fn], {"salt": salt})
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_daemon(redis_url: str | None, workers: int) -> tuple[subprocess.Popen[bytes], int, int]:
-    grpc_port, http_port = free_port(), free_port()
-    cmd = [sys.executable, "-c", "from despina.cli import main; main()", "serve", "--host", "127.0.0.1",
-           "--grpc-port", str(grpc_port), "--http-port", str(http_port), "--workers", str(workers), "--log-level", "WARNING"]
-    if redis_url:
-        cmd += ["--redis-url", redis_url]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"http://127.0.0.1:{http_port}/healthz", timeout=1).status_code == 200:
-                return proc, grpc_port, http_port
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit("despina serve did not start")
-        time.sleep(0.05)
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
-
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from loopback import RedisServer, percentile, start_daemons, vector_add  # noqa: E402
 
 Client = Callable[[], Callable[[], Awaitable[Any]]]
 
@@ -199,7 +150,7 @@ def fresh_process_figures(grpc_url: str, http_url: str, salts: list[str]) -> dic
     """Each kernel of `salts` is in Redis and not in the answering daemon's memory."""
     env = dict(os.environ, DESPINA_SERVER_REQUIRED="1")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    kernel = f"sys.path.insert(0, {root!r})\nm = __import__('benchmarks.service', fromlist=['x']).vector_add(sys.argv[1])"
+    kernel = f"sys.path.insert(0, {root!r})\nm = __import__('benchmarks.loopback', fromlist=['x']).vector_add(sys.argv[1])"
     remote = "import despina.remote, grpc, http.client, despina.proto.service_pb2_grpc"
     figures = {"bare_python": fresh_process("", "", env, "")}
     for (name, url), salt in zip((("grpc", grpc_url), ("http", http_url)), salts):
@@ -218,16 +169,12 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1)
     args = parser.parse_args()
 
-    redis_proc, redis_url = None, None
     workdir = tempfile.mkdtemp(prefix="despina-bench-")
-    if shutil.which("redis-server"):
-        port = free_port()
-        redis_proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                                       "--appendonly", "no", "--dir", workdir], stdout=subprocess.DEVNULL)
-        redis_url = f"redis://127.0.0.1:{port}/0"
-    daemons = [start_daemon(redis_url, args.workers)]
+    redis = RedisServer.start(workdir)
+    redis_url = redis.url if redis else None
+    daemons = start_daemons(1, redis_url, args.workers, cache_root=workdir)
     try:
-        _, grpc_port, http_port = daemons[0]
+        grpc_port, http_port = daemons[0].grpc_port, daemons[0].http_port
         ir = encode(vector_add(uuid.uuid4().hex))
         httpx.post(f"http://127.0.0.1:{http_port}/v1/compile", json={"ir": base64.b64encode(ir).decode()},
                    timeout=120).raise_for_status()
@@ -251,20 +198,18 @@ def main() -> None:
             for salt in salts:
                 httpx.post(f"http://127.0.0.1:{http_port}/v1/compile", timeout=120,
                            json={"ir": base64.b64encode(encode(vector_add(salt))).decode()}).raise_for_status()
-            daemons.append(start_daemon(redis_url, args.workers))  # holds the kernels in Redis only
-            _, grpc_b, http_b = daemons[1]
+            daemons += start_daemons(1, redis_url, args.workers, cache_root=workdir)  # holds the kernels in Redis only
+            grpc_b, http_b = daemons[1].grpc_port, daemons[1].http_port
             httpx.post(f"http://127.0.0.1:{http_b}/v1/compile", timeout=120,  # warms its Redis connection
                        json={"ir": base64.b64encode(encode(vector_add(salts[2]))).decode()}).raise_for_status()
             figures["fresh process"] = fresh_process_figures(f"grpc://127.0.0.1:{grpc_b}", f"http://127.0.0.1:{http_b}",
                                                              salts[:2])
         print(json.dumps(figures, indent=2))
     finally:
-        for proc, _, _ in daemons:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(20)
-        if redis_proc is not None:
-            redis_proc.kill()
-            redis_proc.wait()
+        for d in daemons:
+            d.stop()
+        if redis is not None:
+            redis.stop()
         shutil.rmtree(workdir, ignore_errors=True)
 
 
