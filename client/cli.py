@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 COMMANDS: dict[str, str] = {
     "serve": "despina.server.main",
+    "health": "despina.server.health",
     "compile": "despina.cli_compile",
     "cache": "despina.cli_cache",
     "tune": "despina.cli_tune",
