@@ -16,7 +16,10 @@ DEFAULT_EXECUTOR = "despina.server.gpu:open_executor"
 class ServiceConfig:
     """What `CompileService` needs; every field has a default that suits one GPU host."""
 
+    # One Redis, or the master Sentinel names (server/cache/redis_url.py for the forms);
+    # with redis_cluster, one seed node of a Redis Cluster.
     redis_url: str | None = None
+    redis_cluster: bool = False
     workers: int = max(1, os.cpu_count() or 1)
     compile_timeout_s: float = 120.0
     # The address-space cap (RLIMIT_AS) of each compile worker; 0: none. A kernel past it is

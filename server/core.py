@@ -140,7 +140,8 @@ class CompileService:
         if config.redis_url:
             self.redis = RedisTier(config.redis_url, self.metrics, config.redis_ttl_s, config.redis_timeout_s,
                                    config.redis_retry_s, config.lease_ms, config.cluster_secret,
-                                   max_wait_s=config.compile_timeout_s + config.lease_ms / 1000)
+                                   max_wait_s=config.compile_timeout_s + config.lease_ms / 1000,
+                                   cluster=config.redis_cluster)
         self.admin = CacheAdmin(self.memory, self.disk, self.redis)
         self.pool = CompilePool(config.workers, config.compiler, config.compile_timeout_s, self.metrics,
                                 config.worker_memory_bytes)
@@ -167,7 +168,7 @@ class CompileService:
             log.info("disk cache %s: %d kernels, %.1f MiB (bound %.1f MiB)", self.disk.directory, self.disk.entries,
                      self.disk.nbytes / 2**20, self.disk.max_bytes / 2**20)
         if self.redis is not None and not await self.redis.ping():
-            log.warning("Redis at %s is not reachable; starting on the %s alone", self.config.redis_url,
+            log.warning("Redis at %s is not reachable; starting on the %s alone", self.redis.url,
                         "memory and disk tiers" if self.disk is not None else "memory tier")
 
     async def close(self) -> None:

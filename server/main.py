@@ -71,7 +71,12 @@ def _flags(p: argparse.ArgumentParser) -> None:
                    help="HTTP port; 0 lets the system pick one (the start-up line names it), 'off' serves no HTTP"
                         " (default: 8000)")
     p.add_argument("--redis-url", default=None,
-                   help="shared cache, redis://HOST:PORT/DB, rediss://... or unix://PATH (default: none)")
+                   help="shared cache: redis://[:PASSWORD@]HOST:PORT/DB, rediss://... (TLS), unix://PATH, or "
+                        "redis+sentinel://[:PASSWORD@]HOST:PORT[,HOST:PORT...]/SERVICE[/DB] for the master the "
+                        "sentinels name (followed through failovers) (default: none)")
+    p.add_argument("--redis-cluster", action="store_true",
+                   help="--redis-url redis://HOST:PORT names one node of a Redis Cluster; the daemon finds the others"
+                        " (default: off)")
     p.add_argument("--cache-dir", default=None,
                    help="the daemon's disk cache; '' turns it off (default: $DESPINA_CACHE_DIR/daemon or ~/.cache/despina/daemon)")
     p.add_argument("--no-disk-cache", action="store_true", help="no disk cache: memory (and Redis) only (default: off)")
@@ -165,13 +170,16 @@ def config_from(args: argparse.Namespace) -> ServiceConfig:
         if not ENTRY_POINT.fullmatch(value):
             raise UsageError(f"{flag} takes module:function (like {DEFAULT_COMPILER}), got {value!r}")
     if args.redis_url is not None:
-        _check_redis_url(args.redis_url)
+        _check_redis_url(args.redis_url, args.redis_cluster)
+    elif args.redis_cluster:
+        raise UsageError("--redis-cluster needs --redis-url redis://HOST:PORT naming one node of the cluster")
     for flag, path in (("--token-file", args.token_file), ("--tls-cert", args.tls_cert), ("--tls-key", args.tls_key)):
         if path is not None and not os.path.isfile(path):
             raise UsageError(f"{flag} {path!r}: no such file")
     disk_dir = None if args.no_disk_cache or args.cache_dir == "" else (args.cache_dir or default_disk_dir())
     return ServiceConfig(
         redis_url=args.redis_url, workers=args.workers, compile_timeout_s=args.compile_timeout, compiler=args.compiler,
+        redis_cluster=args.redis_cluster,
         worker_memory_bytes=args.worker_memory,
         redis_ttl_s=args.redis_ttl, max_ir_bytes=args.max_ir_bytes, max_request_bytes=args.max_request_bytes,
         disk_dir=disk_dir, disk_bytes=args.cache_max_bytes,
@@ -185,13 +193,13 @@ def _positive(flag: str, value: float) -> None:
         raise UsageError(f"{flag} must be a positive number of seconds, got {value}")
 
 
-def _check_redis_url(url: str) -> None:
-    from redis.asyncio import ConnectionPool
+def _check_redis_url(url: str, cluster: bool) -> None:
+    from .cache import redis_url
 
     try:
-        ConnectionPool.from_url(url)  # parses only: no connection is made
-    except (ValueError, TypeError) as e:
-        raise UsageError(f"--redis-url {url!r}: {e}") from None
+        redis_url.parse(url, cluster)  # no connection is made
+    except ValueError as e:
+        raise UsageError(f"--redis-url {redis_url.redacted(url)!r}: {e}") from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -271,7 +279,7 @@ async def serve(args: argparse.Namespace, config: ServiceConfig, token: str | No
     log.info("despina serve: gRPC on %s, HTTP on %s, disk cache %s, Redis %s, %d workers%s",
              "off" if grpc_server is None else f"{args.host}:{grpc_port}",
              "off" if http_port is None else f"{args.host}:{http_port}", config.disk_dir or "off",
-             config.redis_url or "off", config.workers, ", TLS" if tls else "")
+             _redis_shown(config), config.workers, ", TLS" if tls else "")
     await stop.wait()
     log.info("shutting down")
     if http_server is not None:
@@ -280,6 +288,14 @@ async def serve(args: argparse.Namespace, config: ServiceConfig, token: str | No
     if grpc_server is not None:
         await grpc_server.stop(grace=5)
     await service.close()
+
+
+def _redis_shown(config: ServiceConfig) -> str:
+    from .cache.redis_url import redacted
+
+    if config.redis_url is None:
+        return "off"
+    return redacted(config.redis_url) + (" (cluster)" if config.redis_cluster else "")
 
 
 def _http_server(config: Any) -> Any:

@@ -1,10 +1,15 @@
 """The shared tier: entries in Redis, read by every daemon, with a lease per key for single-flight.
 
-Keys (`<key>` is the 64-hex-digit cache key):
-    despina:v1:kernel:<key>   the packed entry (entry.py), written with one SET ... PX ttl
-    despina:v1:lease:<key>    the daemon compiling <key> now: SET NX PX, renewed while it runs
-    despina:v1:error:<key>    why <key> failed to compile (status code and message), for the daemons
-                              waiting on the lease; MAC'd with the cluster secret, and trusted only then
+Keys (`<key>` is the 64-hex-digit cache key, `name(kind, key)`):
+    despina:v2:kernel:{<key>}   the packed entry (entry.py), written with one SET ... PX ttl
+    despina:v2:lease:{<key>}    the daemon compiling <key> now: SET NX PX, renewed while it runs
+    despina:v2:error:{<key>}    why <key> failed to compile (status code and message), for the daemons
+                                waiting on the lease; MAC'd with the cluster secret, and trusted only then
+
+The braces are a Redis Cluster hash tag: the three keys of one kernel live in one slot, so that the
+waiters' MGET of all three and the leases' Lua scripts (one key each) run on one node, while the
+kernels spread over every slot. The tier is the same on one Redis, a cluster or a sentinel-named
+master (redis_url.py); a sentinel failover is an outage like any other, and the tier comes back after.
 
 Every call has a time-out and fails open: a Redis that is down, slow or flushed makes the daemon
 compile on its own (a log line on each change of state, `despina_redis_errors` per failed call),
@@ -27,17 +32,23 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import redis.asyncio as aioredis
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import (
+    AskError,
+    ClusterDownError,
+    ReadOnlyError,
+    RedisClusterException,
+    RedisError,
+    ResponseError,
+    TryAgainError,
+)
 
 from ..metrics import Metrics
+from . import redis_url
 from .entry import CorruptEntry, Entry, pack, unpack
 
 log = logging.getLogger("despina.server.redis")
 T = TypeVar("T")
-PREFIX = "despina:v1:"
+PREFIX = "despina:v2:"
 
 # Renew or delete the lease only while it is still ours: after an expiry another daemon may hold it.
 _RENEW = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0"
@@ -46,6 +57,11 @@ _RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del
 _PLANTED = ("local t = redis.call('pttl', KEYS[1]) if t == -1 or t > tonumber(ARGV[1]) then "
             "return redis.call('del', KEYS[1]) end return 0")
 ERROR_MAGIC = b"DSPNE1"
+# Answers of a Redis that cannot serve now (a cluster missing a master, resharding, a replica or a demoted
+# master written to) rather than of a command of ours gone wrong: failures of Redis, like a lost connection.
+UNAVAILABLE = (ClusterDownError, TryAgainError, AskError, ReadOnlyError)
+HINTS = {AskError: " (a Redis Cluster node: start the daemon with --redis-cluster)",
+         ReadOnlyError: " (a replica: give the master, or its sentinels as redis+sentinel://HOST:PORT/SERVICE)"}
 
 
 @dataclass(frozen=True)
@@ -67,14 +83,19 @@ class _Failed:
 FAILED = _Failed()
 
 
+def name(kind: str, key: str) -> str:
+    """The Redis key of `key`'s record of this kind ("kernel", "lease", "error", "tuning", ...)."""
+    return f"{PREFIX}{kind}:{{{key}}}"
+
+
 class WrongType(Exception):
     """A key holds a value of another Redis type than the daemons write: planted, not a failure of Redis."""
 
 
 class RedisTier:
     def __init__(self, url: str, metrics: Metrics, ttl_s: int, timeout_s: float, retry_s: float, lease_ms: int,
-                 secret: bytes | None = None, max_wait_s: float = 130.0) -> None:
-        self.url = url
+                 secret: bytes | None = None, max_wait_s: float = 130.0, cluster: bool = False) -> None:
+        self.url = redis_url.redacted(url)
         self.secret = secret
         self.max_wait_s = max_wait_s
         self.metrics = metrics
@@ -82,14 +103,14 @@ class RedisTier:
         self.timeout_s = timeout_s
         self.retry_s = retry_s
         self.lease_ms = lease_ms
-        self.client = aioredis.from_url(
-            url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s, retry=Retry(NoBackoff(), 0)
-        )
+        self.client, self._others = redis_url.connect(redis_url.parse(url, cluster), timeout_s)
         self.up = True
         self._skip_until = 0.0
 
     async def close(self) -> None:
         await self.client.aclose()
+        for other in self._others:
+            await other.aclose()
 
     @property
     def connected(self) -> bool:
@@ -100,16 +121,17 @@ class RedisTier:
             return FAILED
         try:
             result = await asyncio.wait_for(fn(), self.timeout_s * 2)
-        except ResponseError as e:
-            if not str(e).startswith("WRONGTYPE"):
+        except (RedisError, RedisClusterException, OSError, asyncio.TimeoutError) as e:
+            if isinstance(e, ResponseError) and not isinstance(e, UNAVAILABLE):
+                if str(e).startswith("WRONGTYPE"):
+                    raise WrongType(str(e)) from None
                 raise
-            raise WrongType(str(e)) from None
-        except (RedisError, OSError, asyncio.TimeoutError) as e:
             self.metrics.redis_errors.labels(op).inc()
             self.metrics.redis_up.set(0)
             if self.up:
-                log.warning("Redis at %s failed (%s: %s); serving without it, retrying every %.1fs",
-                            self.url, type(e).__name__, e, self.retry_s)
+                hint = next((h for cls, h in HINTS.items() if isinstance(e, cls)), "")
+                log.warning("Redis at %s failed (%s: %s)%s; serving without it, retrying every %.1fs",
+                            self.url, type(e).__name__, e, hint, self.retry_s)
             self.up = False
             self._skip_until = time.monotonic() + self.retry_s
             return FAILED
@@ -126,7 +148,7 @@ class RedisTier:
 
     async def get(self, key: str) -> Entry | None:
         try:
-            blob = await self._call("get", lambda: self.client.get(PREFIX + "kernel:" + key))
+            blob = await self._call("get", lambda: self.client.get(name("kernel", key)))
         except WrongType as e:  # not a daemon's: Redis itself is fine
             self._drop(key, str(e))
             return None
@@ -144,29 +166,29 @@ class RedisTier:
     def _drop(self, key: str, why: str) -> None:
         log.error("dropping corrupt Redis entry %s: %s", key, why)
         self.metrics.corrupt.labels("redis").inc()
-        asyncio.ensure_future(self._call("delete", lambda: self.client.delete(PREFIX + "kernel:" + key)))
+        asyncio.ensure_future(self._call("delete", lambda: self.client.delete(name("kernel", key))))
 
     async def put(self, entry: Entry) -> None:
         blob = pack(entry, self.secret)
-        await self._call("set", lambda: self.client.set(PREFIX + "kernel:" + entry.key, blob, px=self.ttl_ms))
+        await self._call("set", lambda: self.client.set(name("kernel", entry.key), blob, px=self.ttl_ms))
 
     async def delete(self, key: str) -> bool:
         """Delete `key`'s entry (an operator's request); whether Redis held one."""
-        got = await self._call("delete", lambda: self.client.delete(PREFIX + "kernel:" + key))
+        got = await self._call("delete", lambda: self.client.delete(name("kernel", key)))
         return not isinstance(got, _Failed) and bool(got)
 
     # ---- single-flight ------------------------------------------------------------------------
 
     async def acquire(self, key: str, owner: str) -> bool | None:
         """True: this daemon compiles `key`; False: another does; None: Redis did not answer."""
-        got = await self._call("lease", lambda: self.client.set(PREFIX + "lease:" + key, owner, nx=True, px=self.lease_ms))
+        got = await self._call("lease", lambda: self.client.set(name("lease", key), owner, nx=True, px=self.lease_ms))
         return None if got is FAILED else bool(got)
 
     async def renew(self, key: str, owner: str) -> None:
-        await self._call("lease", lambda: self.client.eval(_RENEW, 1, PREFIX + "lease:" + key, owner, self.lease_ms))
+        await self._call("lease", lambda: self.client.eval(_RENEW, 1, name("lease", key), owner, self.lease_ms))
 
     async def release(self, key: str, owner: str) -> None:
-        await self._call("lease", lambda: self.client.eval(_RELEASE, 1, PREFIX + "lease:" + key, owner))
+        await self._call("lease", lambda: self.client.eval(_RELEASE, 1, name("lease", key), owner))
 
     def _mac(self, key: str, payload: bytes) -> bytes:
         assert self.secret is not None
@@ -179,7 +201,7 @@ class RedisTier:
             return
         payload = f"{code}\n{message}".encode()
         record = ERROR_MAGIC + self._mac(key, payload) + payload
-        await self._call("set", lambda: self.client.set(PREFIX + "error:" + key, record, px=self.lease_ms))
+        await self._call("set", lambda: self.client.set(name("error", key), record, px=self.lease_ms))
 
     def _failure(self, key: str, record: bytes) -> Failure | None:
         head = len(ERROR_MAGIC) + 64
@@ -195,7 +217,7 @@ class RedisTier:
         """Wait while another daemon holds the lease: its entry, its `Failure`, `RETRY` when the lease
         is gone without either (it crashed, Redis failed, an error record this daemon cannot trust) and
         the caller should try again, or `ALONE` after `max_wait_s`: compile without the lease."""
-        names = [PREFIX + s + key for s in ("kernel:", "error:", "lease:")]
+        names = [name(kind, key) for kind in ("kernel", "error", "lease")]
         now = time.monotonic()
         deadline, check, distrusted = now + self.max_wait_s, now, b""
         while time.monotonic() < deadline:

@@ -5,9 +5,10 @@
     await store.put(tuning)                     # every tier, Redis with one SET
     await store.acquire(key, owner)             # single-flight across daemons, as compiles have
 
-Redis keys: `despina:v1:tuning:<key>` (the record, `Tuning.dumps`), `despina:v1:tunelease:<key>`
-(the daemon tuning <key> now) and `despina:v1:tuneerror:<key>` (why it failed, for the daemons
-waiting on it). A record is written whole or not at all: one SET, one atomic file rename.
+Redis keys (`redis_tier.name`): `despina:v2:tuning:{<key>}` (the record, `Tuning.dumps`),
+`despina:v2:tunelease:{<key>}` (the daemon tuning <key> now) and `despina:v2:tuneerror:{<key>}` (why it
+failed, for the daemons waiting on it), one slot per key in a Redis Cluster, as a kernel's keys are. A
+record is written whole or not at all: one SET, one atomic file rename.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 from despina.runtime.tunings import Tuning, TuningFiles, loads
 
 from ..metrics import Metrics
-from .redis_tier import _RELEASE, _RENEW, PREFIX, RedisTier, _Failed
+from .redis_tier import _RELEASE, _RENEW, PREFIX, RedisTier, _Failed, name
 
 log = logging.getLogger("despina.server.tunings")
 MEMORY_TUNINGS = 4096
@@ -61,7 +62,7 @@ class TuningStore:
     async def _redis_get(self, key: str) -> Tuning | None:
         assert self.redis is not None
         redis = self.redis
-        blob = await redis._call("get", lambda: redis.client.get(PREFIX + "tuning:" + key))
+        blob = await redis._call("get", lambda: redis.client.get(name("tuning", key)))
         return self._decode(key, blob)
 
     def _decode(self, key: str, blob: Any) -> Tuning | None:
@@ -83,7 +84,7 @@ class TuningStore:
         self._remember(tuning)
         if self.redis is not None:
             redis, blob = self.redis, tuning.dumps()
-            await redis._call("set", lambda: redis.client.set(PREFIX + "tuning:" + tuning.key, blob, px=redis.ttl_ms))
+            await redis._call("set", lambda: redis.client.set(name("tuning", tuning.key), blob, px=redis.ttl_ms))
         await self._disk_put(tuning)
 
     async def recent(self, limit: int) -> list[Tuning]:
@@ -113,8 +114,8 @@ class TuningStore:
 
         async def delete() -> int:
             if key is not None:
-                return int(await redis.client.delete(PREFIX + "tuning:" + key))
-            names = [name async for name in redis.client.scan_iter(match=PREFIX + "tuning:*", count=500)]
+                return int(await redis.client.delete(name("tuning", key)))
+            names = [found async for found in redis.client.scan_iter(match=PREFIX + "tuning:*", count=500)]
             return int(await redis.client.delete(*names)) if names else 0
 
         deleted = await redis._call("delete", delete)
@@ -127,25 +128,25 @@ class TuningStore:
         if self.redis is None:
             return None
         redis = self.redis
-        got = await redis._call("lease", lambda: redis.client.set(PREFIX + "tunelease:" + key, owner, nx=True,
+        got = await redis._call("lease", lambda: redis.client.set(name("tunelease", key), owner, nx=True,
                                                                   px=redis.lease_ms))
         return None if isinstance(got, _Failed) else bool(got)
 
     async def renew(self, key: str, owner: str) -> None:
         assert self.redis is not None
         redis = self.redis
-        await redis._call("lease", lambda: redis.client.eval(_RENEW, 1, PREFIX + "tunelease:" + key, owner,
+        await redis._call("lease", lambda: redis.client.eval(_RENEW, 1, name("tunelease", key), owner,
                                                              redis.lease_ms))
 
     async def release(self, key: str, owner: str) -> None:
         assert self.redis is not None
         redis = self.redis
-        await redis._call("lease", lambda: redis.client.eval(_RELEASE, 1, PREFIX + "tunelease:" + key, owner))
+        await redis._call("lease", lambda: redis.client.eval(_RELEASE, 1, name("tunelease", key), owner))
 
     async def put_error(self, key: str, message: str) -> None:
         assert self.redis is not None
         redis = self.redis
-        await redis._call("set", lambda: redis.client.set(PREFIX + "tuneerror:" + key, message.encode(),
+        await redis._call("set", lambda: redis.client.set(name("tuneerror", key), message.encode(),
                                                           px=redis.lease_ms))
 
     async def wait(self, key: str, poll_s: float) -> Tuning | str | None:
@@ -153,7 +154,7 @@ class TuningStore:
         without either (it crashed, or Redis failed) and the caller should try again."""
         assert self.redis is not None
         redis = self.redis
-        names = [PREFIX + s + key for s in ("tuning:", "tuneerror:", "tunelease:")]
+        names = [name(kind, key) for kind in ("tuning", "tuneerror", "tunelease")]
         while True:
             got = await redis._call("wait", lambda: redis.client.mget(names))
             if isinstance(got, _Failed):

@@ -36,7 +36,9 @@ def unique() -> str:
 
 
 class RedisProcess:
-    def __init__(self, workdir: Path) -> None:
+    """redis-server on a free loopback port; `extra` adds to its flags (cluster mode, --replicaof ...)."""
+
+    def __init__(self, workdir: Path, extra: tuple[str, ...] = ()) -> None:
         exe = shutil.which("redis-server")
         if exe is None:
             message = "redis-server is not installed (apt-get install -y redis-server)"
@@ -45,6 +47,7 @@ class RedisProcess:
             pytest.skip(message)
         self.exe = exe
         self.workdir = workdir
+        self.extra = extra
         self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -55,7 +58,8 @@ class RedisProcess:
     def start(self) -> None:
         self.proc = subprocess.Popen(
             [self.exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(self.workdir), "--maxmemory", "256mb", "--maxmemory-policy", "allkeys-lru"],
+             "--dir", str(self.workdir), "--maxmemory", "256mb", "--maxmemory-policy", "allkeys-lru",
+             *self.extra],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         wait_for(lambda: self.client().ping(), what="redis-server")

@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from despina.proto import service_pb2 as pb
+from despina.server.cache.redis_tier import name
 
 from .conftest import TESTS, Daemon, RedisProcess, unique
 from .kernels import vector_add_ir
@@ -76,16 +77,16 @@ def test_corrupt_entry_detected_discarded_recompiled(pair: tuple[Daemon, Daemon]
     a, b = pair
     ir = vector_add_ir(salt=unique())
     key = stub(a).Compile(pb.CompileRequest(ir=ir)).key
-    name = f"despina:v1:kernel:{key}"
+    entry_name = name("kernel", key)
     r = shared_redis.client()
-    blob = bytearray(r.get(name))
+    blob = bytearray(r.get(entry_name))
     blob[len(blob) // 2] ^= 0x40
-    r.set(name, bytes(blob))
+    r.set(entry_name, bytes(blob))
     corrupt_before = b.metric("despina_cache_corrupt_total")
     reply = stub(b).Compile(pb.CompileRequest(ir=ir))
     assert reply.tier == pb.COMPILED and reply.key == key
     assert b.metric("despina_cache_corrupt_total") == corrupt_before + 1
-    assert r.get(name) != bytes(blob)
+    assert r.get(entry_name) != bytes(blob)
     assert stub(a).Compile(pb.CompileRequest(ir=ir)).cubin == reply.cubin
 
 
@@ -110,11 +111,11 @@ def test_redis_killed_mid_run(tmp_path: Path) -> None:
         key = ""
         for _ in range(deadline_tries):
             key = s.Compile(pb.CompileRequest(ir=fresh)).key
-            if redis_server.client().exists(f"despina:v1:kernel:{key}"):
+            if redis_server.client().exists(name("kernel", key)):
                 break
             fresh = vector_add_ir(salt=unique())
             __import__("time").sleep(0.1)
-        assert redis_server.client().exists(f"despina:v1:kernel:{key}")
+        assert redis_server.client().exists(name("kernel", key))
         assert d.metric("despina_redis_up") == 1
     except grpc.RpcError as e:
         raise AssertionError(f"{e.code()}: {e.details()}\n{d.log.read_text()[-2000:]}") from None

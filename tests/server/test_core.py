@@ -12,6 +12,7 @@ import pytest
 
 from despina.compiler.ir.codec import encode
 from despina.server import execute
+from despina.server.cache.redis_tier import name as redis_name
 from despina.server.config import ServiceConfig
 from despina.server.core import CompileRequest, CompileService, ExecuteRequest
 from despina.server.errors import (
@@ -231,7 +232,7 @@ def test_redis_down_fails_open(tmp_path: Any) -> None:
 def test_corrupt_redis_entry_is_dropped_and_recompiled(shared_redis: RedisProcess) -> None:
     req = CompileRequest(vector_add_ir(salt=unique()))
     key = with_service(lambda s: s.compile(req), redis_url=shared_redis.url).key
-    name = f"despina:v1:kernel:{key}".encode()
+    name = redis_name("kernel", key).encode()
     blob = bytearray(shared_redis.client().get(name))
     blob[-10] ^= 0xFF
     shared_redis.client().set(name, bytes(blob))

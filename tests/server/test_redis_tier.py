@@ -6,7 +6,7 @@ import asyncio
 import time
 
 from despina.server.cache.entry import Entry, pack
-from despina.server.cache.redis_tier import PREFIX
+from despina.server.cache.redis_tier import name
 from despina.server.config import ServiceConfig
 from despina.server.core import CompileRequest, CompileService
 
@@ -29,9 +29,9 @@ def test_entries_have_a_ttl_and_one_blob(shared_redis: RedisProcess) -> None:
 
     key = asyncio.run(main())
     r = shared_redis.client()
-    assert r.type(PREFIX + "kernel:" + key) == b"string"
-    assert 3500_000 < r.pttl(PREFIX + "kernel:" + key) <= 3600_000
-    assert r.get(PREFIX + "lease:" + key) is None
+    assert r.type(name("kernel", key)) == b"string"
+    assert 3500_000 < r.pttl(name("kernel", key)) <= 3600_000
+    assert r.get(name("lease", key)) is None
 
 
 def test_two_services_one_compilation(shared_redis: RedisProcess) -> None:
@@ -60,7 +60,7 @@ def test_an_abandoned_lease_expires(shared_redis: RedisProcess) -> None:
         try:
             key = s.key_of(req)
             # A daemon that took the lease and died: nobody renews it.
-            shared_redis.client().set(PREFIX + "lease:" + key, "dead-daemon", px=600)
+            shared_redis.client().set(name("lease", key), "dead-daemon", px=600)
             start = time.monotonic()
             tier = (await s.compile(req)).tier
             return tier, time.monotonic() - start
@@ -81,7 +81,7 @@ def test_misfiled_entry_is_rejected(shared_redis: RedisProcess) -> None:
             key = s.key_of(req)
             # An intact entry for another key, written under this one (a torn or hostile write).
             other = Entry("f" * 64, {"cubin": b"\x7fELF", "ptx": b"//"}, {"name": "other"})
-            shared_redis.client().set(PREFIX + "kernel:" + key, pack(other))
+            shared_redis.client().set(name("kernel", key), pack(other))
             return (await s.compile(req)).tier
         finally:
             await s.close()

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import pytest
 
 from despina.runtime.tunings import tuning_key
+from despina.server.cache.redis_tier import name as redis_name
 from despina.server.config import ServiceConfig
 from despina.server.core import CompileService
 from despina.server.errors import FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted
@@ -233,7 +234,7 @@ def test_clear_reaches_disk_and_redis(shared_redis: RedisProcess, tmp_path: Any)
         return r.key
 
     key = with_service(body, executor=FAKE_GPU, redis_url=shared_redis.url, disk_dir=str(tmp_path))
-    assert shared_redis.client().exists(f"despina:v1:tuning:{key}")
+    assert shared_redis.client().exists(redis_name("tuning", key))
 
     async def clear(service: CompileService) -> None:
         assert [t.key for t in await service.tuner.list()] == [key]  # from its disk folder
@@ -241,4 +242,4 @@ def test_clear_reaches_disk_and_redis(shared_redis: RedisProcess, tmp_path: Any)
         assert not (tmp_path / "tunings" / f"{key}.json").exists()
 
     with_service(clear, executor=FAKE_GPU, redis_url=shared_redis.url, disk_dir=str(tmp_path))
-    assert not shared_redis.client().exists(f"despina:v1:tuning:{key}")
+    assert not shared_redis.client().exists(redis_name("tuning", key))

