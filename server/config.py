@@ -44,6 +44,9 @@ class ServiceConfig:
     cluster_secret: bytes | None = None
     max_ir_bytes: int = 8 * MiB
     max_request_bytes: int = 64 * MiB
+    # Kernels of one client (one address) waiting for, or in, the check of their IR in a compile
+    # worker (server/intake.py); past it, or past 4 * max_ir_bytes of their IR, RESOURCE_EXHAUSTED.
+    checks_per_client: int = 32
     # The disk tier's folder (None: no disk tier). `despina serve` turns it on by default, with
     # `default_disk_dir()`; a bare ServiceConfig leaves it off so that services built in-process
     # share no state through the user's home folder.

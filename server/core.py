@@ -29,8 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from despina.compiler.ir.codec import IRDecodeError, decode, key_bytes
-from despina.compiler.ir.verifier import VerificationError, verify
+from despina.compiler.ir.codec import IRDecodeError, key_bytes
 from despina.runtime import inventory
 
 from . import execute, images
@@ -50,6 +49,7 @@ from .errors import (
     ServiceError,
 )
 from .execute import Argument, Buffer, Signature
+from .intake import Intake
 from .keys import compile_key, is_key, toolchain
 from .metrics import TIERS, Metrics
 from .workers import CompilePool
@@ -145,6 +145,7 @@ class CompileService:
         self.admin = CacheAdmin(self.memory, self.disk, self.redis)
         self.pool = CompilePool(config.workers, config.compiler, config.compile_timeout_s, self.metrics,
                                 config.worker_memory_bytes)
+        self.intake = Intake(self.pool, config.checks_per_client, 4 * config.max_ir_bytes)
         # Execute's GPU worker, started by the first Execute. The host check (no /dev/nvidiactl, no
         # cuda-bindings) is for the real executor; a test's executor decides for itself.
         precheck = execute.host_unavailable_reason if config.executor == DEFAULT_EXECUTOR else None
@@ -347,7 +348,7 @@ class CompileService:
             # Only a compile needs the IR to be sound: a hit returns what was built from these
             # exact bytes (the key covers them), which were verified before that compile.
             if not verified:
-                await asyncio.to_thread(self._verify, req.ir)
+                await self.intake.verify(req.ir)
                 verified = True
             lease = None if self.redis is None else await self.redis.acquire(key, self.owner)
             if lease is False and self.redis is not None:
@@ -359,15 +360,6 @@ class CompileService:
                 if waited == RETRY:  # the lease expired without an entry, or Redis failed: try again
                     continue
             return await self._compile_and_publish(key, req, lease is True), "compiled"
-
-    @staticmethod
-    def _verify(ir: bytes) -> None:
-        try:
-            verify(decode(ir))
-        except IRDecodeError as e:
-            raise InvalidArgument(f"invalid IR: {e}") from None
-        except VerificationError as e:
-            raise InvalidArgument(f"the IR failed verification: {e}") from None
 
     async def _compile_and_publish(self, key: str, req: CompileRequest, leased: bool) -> Entry:
         renewer = asyncio.ensure_future(self._renew(key)) if leased else None

@@ -24,6 +24,7 @@ from . import access, auth
 from .core import CompileRequest, CompileResponse, CompileService, ExecuteRequest
 from .errors import Internal, InvalidArgument, PermissionDenied, ServiceError
 from .execute import Argument, Buffer
+from .intake import Intake, peer_host
 from .tuning import Candidate, Synthetic, TuneArgument, TuneRequest
 
 log = logging.getLogger("despina.server.grpc")
@@ -96,7 +97,8 @@ class Servicer:
     async def _answer(self, context: grpc.aio.ServicerContext, rpc: str, fn: Callable[[], Awaitable[Message]]) -> bytes:
         started = time.perf_counter()
         try:
-            reply = await fn()
+            with Intake.client_is(peer_host(context.peer())):
+                reply = await fn()
         except ServiceError as e:
             error = e
         except Exception as e:

@@ -57,6 +57,7 @@ from .errors import (
 )
 from .execute import Argument, Buffer
 from .http_access import AccessLog, note
+from .intake import Intake
 from .tuning import Candidate, Synthetic, TuneArgument, TuneRequest
 
 
@@ -291,7 +292,8 @@ class Guard:
             note(scope, code=e.code)
             await _error(self.refuse(e))(scope, receive, send)
             return
-        await self.app(scope, receive, send)
+        with Intake.client_is(scope["client"][0] if scope.get("client") else ""):
+            await self.app(scope, receive, send)
 
     def _too_large(self, size: str) -> ResourceExhausted:
         return ResourceExhausted(f"the request body is {size} bytes; this daemon accepts at most {self.max_bytes}"

@@ -102,6 +102,9 @@ def _flags(p: argparse.ArgumentParser) -> None:
                    help=f"largest IR accepted, in bytes (default: {d.max_ir_bytes})")
     p.add_argument("--max-request-bytes", type=int, default=d.max_request_bytes,
                    help=f"largest request accepted, in bytes (default: {d.max_request_bytes})")
+    p.add_argument("--max-checks-per-client", type=int, default=d.checks_per_client,
+                   help="kernels of one client address whose IR may wait for its check in a compile worker; more are"
+                        f" refused at once (default: {d.checks_per_client})")
     p.add_argument("--redis-ttl", type=int, default=d.redis_ttl_s,
                    help=f"seconds a Redis entry lives (default: {d.redis_ttl_s}, 7 days)")
     p.add_argument("--compiler", default=DEFAULT_COMPILER, help=f"backend entry point, module:function (default: {DEFAULT_COMPILER})")
@@ -157,7 +160,8 @@ def config_from(args: argparse.Namespace) -> ServiceConfig:
     _positive("--execute-timeout-s", args.execute_timeout_s)
     _positive("--compile-timeout", args.compile_timeout)
     for flag, value in (("--cache-max-bytes", args.cache_max_bytes), ("--max-ir-bytes", args.max_ir_bytes),
-                        ("--max-request-bytes", args.max_request_bytes), ("--redis-ttl", args.redis_ttl)):
+                        ("--max-request-bytes", args.max_request_bytes), ("--redis-ttl", args.redis_ttl),
+                        ("--max-checks-per-client", args.max_checks_per_client)):
         if value < 1:
             raise UsageError(f"{flag} must be positive, got {value}")
     if args.redis_ttl > MAX_REDIS_TTL:
@@ -182,6 +186,7 @@ def config_from(args: argparse.Namespace) -> ServiceConfig:
         redis_cluster=args.redis_cluster,
         worker_memory_bytes=args.worker_memory,
         redis_ttl_s=args.redis_ttl, max_ir_bytes=args.max_ir_bytes, max_request_bytes=args.max_request_bytes,
+        checks_per_client=args.max_checks_per_client,
         disk_dir=disk_dir, disk_bytes=args.cache_max_bytes,
         execute_timeout_s=args.execute_timeout_s, executor=args.executor,
         cluster_secret=load_secret(args.cluster_secret_file) if args.cluster_secret_file else None,

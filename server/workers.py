@@ -44,6 +44,10 @@ def _stages(asm: dict[str, Any]) -> dict[str, bytes]:
 def _run_job(compiler: Callable[..., Any], job: dict[str, Any]) -> dict[str, Any]:
     from despina.compiler.ir.codec import decode
 
+    if "check" in job:  # decoding untrusted IR, for the daemon (intake.py)
+        from .intake import check
+
+        return check(job)
     start = time.perf_counter()
     module = decode(job["ir"])
     job["name"] = module.functions[0].name if module.functions else "?"
@@ -208,8 +212,11 @@ class CompilePool:
     async def compile(self, ir: bytes, target: str, num_warps: int, num_stages: int) -> dict[str, Any]:
         """The worker's {"stages", "metadata", "seconds"}; `InvalidArgument` when the kernel does not
         compile, `Internal` when the worker died, `DeadlineExceeded` past the time-out."""
+        return await self.run({"ir": ir, "target": target, "num_warps": num_warps, "num_stages": num_stages})
+
+    async def run(self, job: dict[str, Any]) -> dict[str, Any]:
+        """What a worker answers for `job` (a compile, or one of intake.py's checks)."""
         worker = await self._take()
-        job = {"ir": ir, "target": target, "num_warps": num_warps, "num_stages": num_stages}
         try:
             worker.conn.send(job)
             status, payload = await asyncio.wait_for(worker.receive(), self.timeout_s)

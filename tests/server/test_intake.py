@@ -1,0 +1,141 @@
+"""The intake: untrusted IR checked in a compile worker, a bounded number per client, clients in turn."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import pytest
+
+from despina.compiler.ir.codec import encode
+from despina.server.errors import InvalidArgument, ResourceExhausted
+from despina.server.intake import Intake, peer_host
+from despina.server.metrics import Metrics
+from despina.server.workers import CompilePool
+
+from .conftest import FAKE_COMPILER, unique
+from .kernels import vector_add, vector_add_ir
+
+T = TypeVar("T")
+
+
+def empty_ops(n: int) -> bytes:
+    """A module whose one function holds `n` empty ops (2 bytes each): a decode bomb past 100,000."""
+    from despina.proto import ir_pb2 as pb
+
+    fn = pb.Function(name="k").SerializeToString() + _record(2, b"\x12\x00" * n)
+    return pb.Module(schema_version=2).SerializeToString() + _record(4, fn)
+
+
+def _record(field: int, payload: bytes) -> bytes:
+    n, out = len(payload), bytearray()
+    while True:
+        out.append(n & 0x7F | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes([field << 3 | 2]) + bytes(out) + payload
+
+
+BOMB = empty_ops(200_000)
+
+
+def with_intake(body: Callable[[Intake], Awaitable[T]], per_client: int = 8, per_client_bytes: int = 1 << 20) -> T:
+    async def main() -> T:
+        pool = CompilePool(1, FAKE_COMPILER, 30.0, Metrics())
+        await pool.start()
+        try:
+            return await body(Intake(pool, per_client, per_client_bytes))
+        finally:
+            await pool.close()
+
+    return asyncio.run(main())
+
+
+def test_peer_host() -> None:
+    assert peer_host("ipv4:10.0.0.7:5123") == "10.0.0.7"
+    assert peer_host("ipv6:[::1]:5123") == "::1"
+    assert peer_host("unix:/tmp/s") == "unix:/tmp/s"
+
+
+def test_checks_answer_what_the_decoder_and_verifier_say() -> None:
+    bad = vector_add()
+    bad.functions[0].body.ops.pop()  # no terminator
+
+    async def body(intake: Intake) -> None:
+        await intake.verify(vector_add_ir(salt=unique()))
+        sig = await intake.signature(vector_add_ir())
+        assert sig.kernel == "add_kernel" and [p.name for p in sig.params] == ["x", "y", "out", "n"]
+        with pytest.raises(InvalidArgument, match="the IR failed verification"):
+            await intake.verify(encode(bad))
+        with pytest.raises(InvalidArgument, match="invalid IR: the module is past the IR's limits"):
+            await intake.verify(BOMB)
+        with pytest.raises(InvalidArgument, match="invalid IR"):
+            await intake.signature(b"\x22\x10abc")
+
+    with_intake(body)
+
+
+def test_a_client_past_its_share_is_refused_at_once_and_others_are_not() -> None:
+    slow = vector_add_ir(salt=unique(), fake_sleep=0.5)
+
+    async def body(intake: Intake) -> None:
+        busy = asyncio.ensure_future(intake.pool.compile(slow, "sm_90", 4, 3))  # the one worker is taken
+        await asyncio.sleep(0.05)
+        with Intake.client_is("10.0.0.1"):
+            waiting = [asyncio.ensure_future(intake.verify(vector_add_ir(salt=unique()))) for _ in range(2)]
+            await asyncio.sleep(0)
+            with pytest.raises(ResourceExhausted, match=r"this client \(10.0.0.1\) already has 2 kernels .* "
+                                                        "--max-checks-per-client"):
+                await intake.verify(vector_add_ir(salt=unique()))
+        with Intake.client_is("10.0.0.2"):
+            other = asyncio.ensure_future(intake.verify(vector_add_ir(salt=unique())))
+        with Intake.client_is("10.0.0.3"), pytest.raises(ResourceExhausted, match="bytes of IR"):
+            await intake.verify(BOMB)  # 400 kB: past this client's bytes at once
+        await asyncio.gather(busy, *waiting, other)
+        with Intake.client_is("10.0.0.1"):
+            await intake.verify(vector_add_ir(salt=unique()))  # answered: its share is back
+
+    with_intake(body, per_client=2, per_client_bytes=100_000)
+
+
+def test_clients_take_turns() -> None:
+    """One client queues four checks, another one: the other's goes before the first client's third."""
+    slow = vector_add_ir(salt=unique(), fake_sleep=0.3)
+    done: list[str] = []
+
+    async def check(client: str, name: str) -> None:
+        with Intake.client_is(client):
+            await intake_ref[0].verify(vector_add_ir(salt=unique()))
+        done.append(name)
+
+    intake_ref: list[Intake] = []
+
+    async def body(intake: Intake) -> None:
+        intake_ref.append(intake)
+        first = asyncio.ensure_future(check("a", "a0"))  # takes the slot, waits for the busy worker
+        await asyncio.sleep(0)
+        busy = asyncio.ensure_future(intake.pool.compile(slow, "sm_90", 4, 3))
+        flood = [asyncio.ensure_future(check("a", f"a{i}")) for i in range(1, 4)]
+        await asyncio.sleep(0)
+        late = asyncio.ensure_future(check("b", "b"))
+        await asyncio.gather(first, busy, *flood, late)
+
+    with_intake(body)
+    assert done.index("b") < done.index("a2"), done  # first come, first served would put it last
+
+
+def test_a_cancelled_check_gives_its_turn_back() -> None:
+    async def body(intake: Intake) -> None:
+        slow = asyncio.ensure_future(intake.pool.compile(vector_add_ir(salt=unique(), fake_sleep=0.3), "sm_90", 4, 3))
+        await asyncio.sleep(0.05)
+        with Intake.client_is("a"):
+            held = asyncio.ensure_future(intake.verify(vector_add_ir(salt=unique())))
+            queued = asyncio.ensure_future(intake.verify(vector_add_ir(salt=unique())))
+        await asyncio.sleep(0.01)
+        queued.cancel()
+        await asyncio.gather(slow, held)
+        with Intake.client_is("a"):
+            await asyncio.wait_for(intake.verify(vector_add_ir(salt=unique())), 10)
+
+    with_intake(body, per_client=2)
