@@ -232,7 +232,7 @@ class CompileService:
             response = await self._respond(entry, tier, req.driver_version)
         except ServiceError as e:
             raise self._failed(e) from None
-        self.admin.used(response.key)
+        self.admin.used(response.key, tier)
         self.metrics.answers.labels(tier).inc()
         self.metrics.images.labels(response.image_format).inc()
         return response
@@ -545,7 +545,7 @@ class CompileService:
             if not ran:
                 self.metrics.executes.labels("refused").inc()
             raise self._failed(e) from None
-        self.admin.used(key)
+        self.admin.used(key, tier)
         return ExecuteResponse(buffers, key, tier, float(result.get("seconds", 0.0)))
 
     async def _signature(self, key: str, ir: bytes) -> Signature:

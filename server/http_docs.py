@@ -1,6 +1,6 @@
 """The API's documentation pages, served whole from the daemon: no CDN, so they work on an air-gapped cluster.
 
-    GET /           redirects to /docs
+    GET /           redirects to the viewer, /ui
     GET /docs       Swagger UI (try requests out)
     GET /redoc      ReDoc (read the reference)
     GET /openapi.json
@@ -41,7 +41,7 @@ def add_docs(app: FastAPI) -> None:
 
     @app.get("/", include_in_schema=False)
     async def root() -> RedirectResponse:
-        return RedirectResponse("/docs")
+        return RedirectResponse("/ui")
 
     @app.get("/docs", include_in_schema=False)
     async def swagger() -> HTMLResponse:

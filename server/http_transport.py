@@ -20,10 +20,12 @@
     GET  /v1/stats                 the counters /metrics exposes, as JSON
     GET  /healthz                  liveness
     GET  /metrics                  Prometheus exposition
-    GET  /docs, /redoc, /openapi.json   the API's documentation (served from the package; `/` redirects here)
+    GET  /docs, /redoc, /openapi.json   the API's documentation (served from the package)
+    GET  /ui                       the web viewer (server/ui/; `/` redirects here)
 
 With a token (--token-file) every route needs it except /healthz, /metrics and the documentation,
-which stay open for probes, Prometheus and browsers unless --protect-docs asks for the token there too.
+which stay open for probes, Prometheus and browsers unless --protect-docs asks for the token there too;
+the viewer takes it as the bearer header or as the session cookie its sign-in form sets.
 Every answer other than a 2xx, FastAPI's validation errors (422) included, is
 `{"error": {"code": "<gRPC status name>", "message": "<one line>"}}`.
 """
@@ -43,7 +45,7 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from . import auth, http_docs
+from . import auth, http_docs, ui
 from .cache.entry import TEXT_STAGES
 from .core import CompileRequest, CompileResponse, CompileService, ExecuteRequest
 from .errors import (
@@ -174,6 +176,9 @@ class KernelSummary(BaseModel):
     options: dict[str, Any] = Field(description="num_warps, num_stages, debug.")
     sizes: dict[str, int] = Field(description="Bytes of each stage: ir, gpuir, llir, ptx, sass, cubin.")
     tiers: list[str] = Field(description="This daemon's tiers holding it: memory, disk.")
+    compile_seconds: float | None = Field(None, description="How long its compile took (null when not recorded).")
+    origin: str = Field("", description="The tier that answered the first request for it since this daemon "
+                        "started: compiled, redis, disk or memory; empty when none was answered.")
 
 
 class KernelInfo(KernelSummary):
@@ -278,7 +283,13 @@ class Guard:
             return
         headers = dict(scope["headers"])
         try:
-            if not self._open(scope["path"]):
+            if ui.is_viewer_path(scope["path"]):
+                refused = ui.refusal(scope, self.token)
+                if refused is not None:
+                    note(scope, code="UNAUTHENTICATED")
+                    await refused(scope, receive, send)
+                    return
+            elif not self._open(scope["path"]):
                 auth.check_headers([v.decode("latin-1") for k, v in scope["headers"] if k == b"authorization"],
                                    self.token)
             if scope["method"] == "DELETE" and self.token is None:
@@ -327,6 +338,7 @@ def create_app(service: CompileService, token: str | None = None, protect_docs: 
     app = FastAPI(title="Despina compilation service", version="1", description=__doc__, docs_url=None,
                   redoc_url=None)
     http_docs.add_docs(app)
+    app.state.sampler = ui.add_viewer(app, service, token)  # the daemon runs it (main.serve)
     app.add_middleware(Guard, token=token, max_bytes=service.config.max_request_bytes, protect_docs=protect_docs,
                        refuse=service.refused)
     app.add_middleware(AccessLog)  # outermost: it sees the Guard's refusals too

@@ -280,6 +280,7 @@ async def serve(args: argparse.Namespace, config: ServiceConfig, token: str | No
             ssl_certfile=args.tls_cert, ssl_keyfile=args.tls_key, timeout_graceful_shutdown=3,
         ))
         http_task = asyncio.ensure_future(http_server.serve(sockets=[http_socket]))
+        sampling = asyncio.ensure_future(app.state.sampler.run())  # the viewer's plots over time
     http_port = http_socket.getsockname()[1] if http_socket is not None else None
     log.info("despina serve: gRPC on %s, HTTP on %s, disk cache %s, Redis %s, %d workers%s",
              "off" if grpc_server is None else f"{args.host}:{grpc_port}",
@@ -288,6 +289,7 @@ async def serve(args: argparse.Namespace, config: ServiceConfig, token: str | No
     await stop.wait()
     log.info("shutting down")
     if http_server is not None:
+        sampling.cancel()
         http_server.should_exit = True
         await http_task
     if grpc_server is not None:

@@ -40,15 +40,24 @@ class Item:
     options: dict[str, Any] = field(default_factory=dict)
     sizes: dict[str, int] = field(default_factory=dict)
     tiers: list[str] = field(default_factory=list)
+    compile_seconds: float | None = None
+    # The tier that answered the first request for it since the daemon started (compiled, redis, disk,
+    # memory); empty when none was answered.
+    origin: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {"key": self.key, "name": self.name, "target": self.target, "created": iso(self.created),
                 "last_used": iso(self.last_used), "hits": self.hits, "options": self.options, "sizes": self.sizes,
-                "tiers": self.tiers}
+                "tiers": self.tiers, "compile_seconds": self.compile_seconds, "origin": self.origin}
 
 
 def options_of(metadata: dict[str, Any]) -> dict[str, Any]:
     return {k: metadata[k] for k in OPTIONS if k in metadata}
+
+
+def compile_seconds(metadata: dict[str, Any]) -> float | None:
+    seconds = metadata.get("compile_seconds")
+    return float(seconds) if isinstance(seconds, (int, float)) else None
 
 
 def from_file(entry: Listed, tier: str = "disk") -> Item:
@@ -57,7 +66,7 @@ def from_file(entry: Listed, tier: str = "disk") -> Item:
     created = m.get(CREATED)
     return Item(entry.key, str(m.get("name", "")), str(m.get("target", "")),
                 float(created) if isinstance(created, (int, float)) else entry.mtime, entry.mtime, 0,
-                options_of(m), entry.sizes, [tier])
+                options_of(m), entry.sizes, [tier], compile_seconds(m))
 
 
 def iso(t: float) -> str:

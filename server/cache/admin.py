@@ -1,7 +1,7 @@
 """The daemon's cache as an operator sees it: list the kernels of its memory and disk tiers with their
 use, delete one kernel from every tier, or those not used since some time.
 
-    admin.used(key)                                 # every answer of a compile or execute
+    admin.used(key, tier)                           # every answer of a compile or execute
     admin.listing(name="add_*", since=t, limit=50)  # memory and disk, the most recently used first
     await admin.delete(key)                         # memory, disk and Redis; the tiers it was in
     admin.delete_unused_since(t)                    # memory and disk (Redis entries expire by --redis-ttl)
@@ -17,7 +17,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from despina.runtime.inventory import Item, from_file, options_of, select
+from despina.runtime.inventory import Item, compile_seconds, from_file, options_of, select
 
 from .disk import DiskTier
 from .entry import Entry
@@ -31,6 +31,7 @@ USAGE_KEYS = 1 << 16
 class Usage:
     hits: int
     last_used: float
+    origin: str
 
 
 class CacheAdmin:
@@ -38,9 +39,9 @@ class CacheAdmin:
         self.memory, self.disk, self.redis = memory, disk, redis
         self._usage: OrderedDict[str, Usage] = OrderedDict()
 
-    def used(self, key: str) -> None:
-        """Count one answer for `key`."""
-        usage = self._usage.pop(key, None) or Usage(0, 0.0)
+    def used(self, key: str, tier: str) -> None:
+        """Count one answer for `key`, which `tier` gave (the first one's is the kernel's origin)."""
+        usage = self._usage.pop(key, None) or Usage(0, 0.0, tier)
         usage.hits += 1
         usage.last_used = time.time()
         self._usage[key] = usage
@@ -52,7 +53,8 @@ class CacheAdmin:
         usage = self._usage.get(entry.key)
         return Item(entry.key, str(m.get("name", "")), str(m.get("target", "")), entry.created,
                     usage.last_used if usage else entry.created, usage.hits if usage else 0, options_of(m),
-                    {k: len(v) for k, v in entry.stages.items()}, ["memory"])
+                    {k: len(v) for k, v in entry.stages.items()}, ["memory"], compile_seconds(m),
+                    usage.origin if usage else "")
 
     async def items(self) -> list[Item]:
         """Every kernel in the memory and disk tiers (the disk read in a thread)."""
@@ -67,7 +69,7 @@ class CacheAdmin:
             item = found[file.key] = from_file(file)
             usage = self._usage.get(file.key)
             if usage is not None:
-                item.hits, item.last_used = usage.hits, max(usage.last_used, item.last_used)
+                item.hits, item.last_used, item.origin = usage.hits, max(usage.last_used, item.last_used), usage.origin
         return list(found.values())
 
     async def listing(self, name: str | None = None, target: str | None = None, since: float | None = None,

@@ -55,7 +55,7 @@ def test_assets_ship_with_the_package() -> None:
 def test_pages_name_no_other_host(daemon: Daemon) -> None:
     with httpx.Client(base_url=daemon.http, timeout=30) as http:
         r = http.get("/", follow_redirects=False)
-        assert r.status_code == 307 and r.headers["location"] == "/docs"
+        assert r.status_code == 307 and r.headers["location"] == "/ui"
         for page, script in (("/docs", "swagger-ui-bundle.js"), ("/redoc", "redoc.standalone.js")):
             html = http.get(page).text
             assert f"{http_docs.STATIC}/{script}" in html and "https://" not in html and "http://" not in html
