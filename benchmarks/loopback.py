@@ -149,7 +149,8 @@ def start_daemons(n: int, redis_url: str | None, workers: int = 1, compiler: str
         cmd += ["--redis-url", redis_url] if redis_url else []
         cmd += ["--compiler", compiler] if compiler else []
         cmd += ["--cache-dir", str(Path(cache_root) / f"daemon-{http_port}")] if cache_root else ["--no-disk-cache"]
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # In tests/, `server` is the tests' package (for FAKE_COMPILER), not the repository's server/ folder.
+        proc = subprocess.Popen(cmd, env=env, cwd=ROOT / "tests", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         daemons.append(DaemonProcess(proc, grpc_port, http_port))
     try:
         for d in daemons:
