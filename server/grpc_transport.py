@@ -215,17 +215,19 @@ class TokenInterceptor(grpc.aio.ServerInterceptor):
 
 
 def _refusal(handler: Any, error: ServiceError, rpc: str) -> Any:
-    async def abort(request: Any, context: grpc.aio.ServicerContext) -> None:
+    """A handler that answers `error` without reading the request. It takes the request as a stream and
+    never iterates it: grpc.aio reads a unary request whole (up to max_receive_message_length, one limit for
+    the whole server) before the handler runs, but a streamed one only when the handler asks for it. So a
+    caller without the token gets its refusal at the metadata stage, and its message, however large, is
+    not taken in beyond HTTP/2's flow-control window."""
+
+    async def abort(requests: Any, context: grpc.aio.ServicerContext) -> None:
         access.record("grpc", rpc, error.code, error.code, time.perf_counter(), peer=context.peer())
         await context.abort(grpc.StatusCode[error.code], error.message)
 
-    if handler.request_streaming and handler.response_streaming:
-        return grpc.stream_stream_rpc_method_handler(abort)
-    if handler.request_streaming:
-        return grpc.stream_unary_rpc_method_handler(abort)
     if handler.response_streaming:
-        return grpc.unary_stream_rpc_method_handler(abort)
-    return grpc.unary_unary_rpc_method_handler(abort)
+        return grpc.stream_stream_rpc_method_handler(abort)
+    return grpc.stream_unary_rpc_method_handler(abort)
 
 
 class BindError(Exception):
