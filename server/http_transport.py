@@ -35,19 +35,30 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from despina.compiler.ir.types import SCALAR_NAMES
+
 from . import auth, http_docs, ui
 from .cache.entry import TEXT_STAGES
-from .core import CompileRequest, CompileResponse, CompileService, ExecuteRequest
+from .core import (
+    MAX_DRIVER_VERSION,
+    MAX_SPECIALIZATION,
+    TARGET,
+    WARPS,
+    CompileRequest,
+    CompileResponse,
+    CompileService,
+    ExecuteRequest,
+)
 from .errors import (
     Internal,
     InvalidArgument,
@@ -57,24 +68,34 @@ from .errors import (
     ResourceExhausted,
     ServiceError,
 )
-from .execute import Argument, Buffer
+from .execute import MAX_DIMS, Argument, Buffer
 from .http_access import AccessLog, note
 from .intake import Intake
-from .tuning import Candidate, Synthetic, TuneArgument, TuneRequest
+from .tuning import MAX_CONFIGS, MAX_LABEL, Candidate, Synthetic, TuneArgument, TuneRequest
 
 
-class Options(BaseModel):
-    num_warps: int = 4
-    num_stages: int = 3
+class Body(BaseModel):
+    """A request body: a field the daemon does not know is refused, not ignored, and the schema says
+    what the daemon checks (so that a client built from it is not refused for what it allowed)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+Warps = Literal[WARPS]  # type: ignore[valid-type]
+
+
+class Options(Body):
+    num_warps: Warps = 4
+    num_stages: int = Field(3, ge=1, le=16)
     debug: bool = False
 
 
-class CompileBody(BaseModel):
+class CompileBody(Body):
     ir: str = Field(description="A despina.ir.v1.Module (proto/ir.proto) as codec.encode writes it, base64-encoded.")
-    target: str = Field("sm_90", description="GPU architecture, e.g. sm_90.")
+    target: str = Field("sm_90", pattern=f"^{TARGET.pattern}$", max_length=16, description="GPU architecture, e.g. sm_90.")
     options: Options = Options()
-    specialization: dict[str, str] = Field(default_factory=dict)
-    driver_version: int = Field(0, ge=0, le=999_990, description=(
+    specialization: dict[str, str] = Field(default_factory=dict, max_length=MAX_SPECIALIZATION)
+    driver_version: int = Field(0, ge=0, le=MAX_DRIVER_VERSION, description=(
         "The client's CUDA driver as cuDriverGetVersion reports it (12080 is CUDA 12.8); 0 when unknown. A driver "
         "older than the daemon's toolchain gets PTX it can JIT instead of a cubin."))
 
@@ -91,18 +112,20 @@ class CompileReply(BaseModel):
 
 
 class ExecuteKernel(CompileBody):
-    target: str = Field("", description="GPU architecture; empty (the default): the daemon's GPU.")
-    driver_version: int = Field(0, ge=0, le=999_990, description="Ignored: the daemon's own driver loads the kernel.")
+    target: str = Field("", pattern=f"^({TARGET.pattern})?$", max_length=16,
+                        description="GPU architecture; empty (the default): the daemon's GPU.")
+    driver_version: int = Field(0, ge=0, le=MAX_DRIVER_VERSION,
+                                description="Ignored: the daemon's own driver loads the kernel.")
 
 
-class BufferBody(BaseModel):
+class BufferBody(Body):
     data: str = Field(description="The buffer's bytes, base64-encoded: exactly prod(shape) elements of dtype.")
-    dtype: str = Field(description="Element type as the IR names it: fp32, fp16, bf16, fp64, int8 ... int64, uint8 ... "
-                       "uint64, int1.")
-    shape: list[int] = Field(default_factory=list)
+    dtype: Literal[SCALAR_NAMES] = Field(  # type: ignore[valid-type]
+        description="Element type as the IR names it: fp32, fp16, bf16, fp64, int8 ... int64, uint8 ... uint64, int1.")
+    shape: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list, max_length=MAX_DIMS)
 
 
-class ArgumentBody(BaseModel):
+class ArgumentBody(Body):
     """One of `buffer`, `int_value`, `float_value` (as proto/service.proto's Argument)."""
 
     buffer: BufferBody | None = None
@@ -110,9 +133,10 @@ class ArgumentBody(BaseModel):
     float_value: float | None = None
 
 
-class ExecuteBody(BaseModel):
+class ExecuteBody(Body):
     kernel: ExecuteKernel
-    grid: list[int] = Field(description="Programs along each axis: 1 to 3 positive numbers.")
+    grid: list[Annotated[int, Field(ge=1)]] = Field(min_length=1, max_length=3,
+                                                    description="Programs along each axis: 1 to 3 positive numbers.")
     args: list[ArgumentBody] = Field(default_factory=list, description="The kernel's runtime arguments, in order.")
 
 
@@ -120,16 +144,17 @@ class ExecuteReply(BaseModel):
     buffers: list[BufferBody] = Field(description="Every buffer argument after the kernel ran, in argument order.")
 
 
-class CandidateBody(BaseModel):
+class CandidateBody(Body):
     ir: str = Field(description="This config's kernel IR, base64-encoded (as /v1/compile's 'ir').")
     options: Options = Options()
-    grid: list[int] = Field(description="Programs along each axis for this config: 1 to 3 positive numbers.")
-    label: str = Field("", description="The config as the user wrote it.")
+    grid: list[Annotated[int, Field(ge=1)]] = Field(
+        min_length=1, max_length=3, description="Programs along each axis for this config: 1 to 3 positive numbers.")
+    label: str = Field("", max_length=MAX_LABEL, description="The config as the user wrote it.")
 
 
-class SyntheticBody(BaseModel):
-    dtype: str
-    shape: list[int] = Field(default_factory=list)
+class SyntheticBody(Body):
+    dtype: Literal[SCALAR_NAMES]  # type: ignore[valid-type]
+    shape: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list, max_length=MAX_DIMS)
 
 
 class TuneArgumentBody(ArgumentBody):
@@ -138,17 +163,19 @@ class TuneArgumentBody(ArgumentBody):
     synthetic: SyntheticBody | None = None
 
 
-class TuneBody(BaseModel):
-    client_key: str = Field(description="The client's part of the tuning key (64 hex digits).")
+class TuneBody(Body):
+    client_key: str = Field(pattern="^[0-9a-f]{64}$", description="The client's part of the tuning key (64 hex digits).")
     kernel: str = ""
-    candidates: list[CandidateBody] = Field(default_factory=list, description="Every config; none for a lookup.")
+    candidates: list[CandidateBody] = Field(default_factory=list, max_length=MAX_CONFIGS,
+                                            description="Every config; none for a lookup.")
     args: list[TuneArgumentBody] = Field(default_factory=list)
-    restore: list[int] = Field(default_factory=list, description="Arguments put back before every run.")
-    target: str = "sm_90"
+    restore: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list,
+                                                       description="Arguments put back before every run.")
+    target: str = Field("sm_90", pattern=f"^{TARGET.pattern}$", max_length=16, description="GPU architecture, e.g. sm_90.")
     device: str = Field("", description="The client's GPU name; empty: the daemon's.")
-    driver_version: int = Field(0, ge=0, le=999_990)
-    warmup_ms: float = 25.0
-    rep_ms: float = 100.0
+    driver_version: int = Field(0, ge=0, le=MAX_DRIVER_VERSION)
+    warmup_ms: float = Field(25.0, gt=0, le=10_000)
+    rep_ms: float = Field(100.0, gt=0, le=10_000)
 
 
 class TuneReply(BaseModel):
@@ -160,7 +187,7 @@ class TuneReply(BaseModel):
     errors: list[str | None] = Field(default_factory=list)
 
 
-class ReportBody(BaseModel):
+class ReportBody(Body):
     client_key: str
     tuning: dict[str, Any]
 
@@ -192,6 +219,20 @@ class DeletedKernel(BaseModel):
 
 class DeletedKernels(BaseModel):
     deleted: list[str] = Field(description="The keys deleted from memory and disk, the least recently used first.")
+
+
+class SourceLines(BaseModel):
+    file: str = Field(description="The kernel's source file, as the client that first compiled it named it.")
+    first_line: int = Field(description="The line number (1-based) of text[0].")
+    text: list[str] = Field(description="The lines the client sent: the kernel and its helpers in that file.")
+
+
+class LineMaps(BaseModel):
+    source: SourceLines | None = Field(description="The kernel's source text; null when the client sent none.")
+    stages: dict[str, dict[str, int]] = Field(
+        description="By stage (ir, gpuir, llir, ptx, sass): line number (1-based, as a string) in that stage's text "
+                    "-> the source line it came from. A stage without a map is absent (sass on a daemon without "
+                    "nvdisasm).")
 
 
 class ErrorDetail(BaseModel):
@@ -419,6 +460,12 @@ def create_app(service: CompileService, token: str | None = None, protect_docs: 
         """Delete one kernel from memory, disk and Redis. Needs the daemon's token (a daemon without one refuses)."""
         note(request, key=key[:64])
         return DeletedKernel(key=key, tiers=await service.delete(key))
+
+    @app.get("/v1/kernels/{key}/lines", response_model=LineMaps, responses=ERRORS)
+    async def lines(key: str, request: Request) -> dict[str, Any]:
+        """Which source line each line of the kernel's stages came from, and the source text itself."""
+        note(request, key=key[:64])
+        return await service.get_lines(key)
 
     @app.get("/v1/kernels/{key}/{stage}", responses={200: {"content": {"text/plain": {}, "application/octet-stream": {}}},
                                                       **ERRORS})

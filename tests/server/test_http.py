@@ -52,8 +52,8 @@ def test_errors_are_json_with_a_code(daemon: Daemon) -> None:
         assert r.status_code == 400 and "base64" in r.json()["error"]["message"]
         r = http.post("/v1/compile", json=body(vector_add_ir()[:-9]))
         assert r.status_code == 400 and r.json()["error"]["code"] == "INVALID_ARGUMENT"
-        r = http.post("/v1/compile", json=body(vector_add_ir(), target="gfx90a"))
-        assert r.status_code == 400 and "target" in r.json()["error"]["message"]
+        r = http.post("/v1/compile", json=body(vector_add_ir(), target="gfx90a"))  # the schema says what a target is
+        assert r.status_code == 422 and r.json()["error"]["message"].startswith("body.target: String should match")
         r = http.post("/v1/compile", json={"target": 3})
         assert r.status_code == 422 and r.json()["error"]["code"] == "INVALID_ARGUMENT"
         assert r.json()["error"]["message"] == "body.ir: Field required; body.target: Input should be a valid string (got 3)"
@@ -69,7 +69,7 @@ def test_errors_are_json_with_a_code(daemon: Daemon) -> None:
         r = http.put("/v1/compile", json={})
         assert r.status_code == 405 and r.json()["error"]["code"] == "UNIMPLEMENTED"
         r = http.post("/v1/execute", json={"kernel": body(vector_add_ir()), "grid": [0]})
-        assert r.status_code == 400 and "grid" in r.json()["error"]["message"]
+        assert r.status_code == 422 and r.json()["error"]["message"].startswith("body.grid.0: Input should be greater")
 
 
 def test_token_and_limits(guarded: Daemon) -> None:  # noqa: F811
@@ -172,3 +172,16 @@ def test_delete_needs_the_token(guarded: Daemon) -> None:  # noqa: F811
         assert kept not in http.delete("/v1/kernels", params={"older_than": "1h"}).json()["deleted"]
         assert kept in http.delete("/v1/kernels", params={"older_than": "0s"}).json()["deleted"]
         assert http.get(f"/v1/kernels/{kept}").status_code == 200  # Redis still had it: DELETE by age spares Redis
+
+
+def test_the_schema_is_as_strict_as_the_daemon(daemon: Daemon) -> None:
+    with httpx.Client(base_url=daemon.http, timeout=30) as http:
+        schema = http.get("/openapi.json").json()["components"]["schemas"]
+        assert schema["Options"]["properties"]["num_warps"]["enum"] == [1, 2, 4, 8, 16, 32]
+        assert all(schema[m]["additionalProperties"] is False for m in ("CompileBody", "Options", "ExecuteBody", "TuneBody"))
+        r = http.post("/v1/compile", json={**body(vector_add_ir()), "num_warps": 8})  # belongs in options
+        assert r.status_code == 422 and r.json()["error"]["message"] == "body.num_warps: Extra inputs are not permitted (got 8)"
+        r = http.post("/v1/compile", json={**body(vector_add_ir()), "options": {"num_warps": 3}})
+        assert r.status_code == 422 and r.json()["error"]["message"].startswith("body.options.num_warps: Input should be 1")
+        r = http.post("/v1/tune", json={"client_key": "k", "warmup_ms": 0})
+        assert r.status_code == 422 and "body.client_key: String should match" in r.json()["error"]["message"]
