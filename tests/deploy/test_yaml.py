@@ -40,3 +40,19 @@ def test_compose() -> None:
     gpu = yaml.safe_load((DEPLOY / "compose.gpu.yaml").read_text())
     (device,) = gpu["services"]["despina"]["deploy"]["resources"]["reservations"]["devices"]
     assert device["driver"] == "nvidia" and device["capabilities"] == ["gpu"]
+
+
+def test_the_readme_documents_every_variable_the_deployment_sets() -> None:
+    """deploy/README.md's table names each variable that the image, compose or Kubernetes sets, with the right flag."""
+    import re
+
+    from despina import cli_env
+    from despina.server import main as serve_main
+
+    text = (DEPLOY / "README.md").read_text()
+    rows = dict(re.findall(r"^\| `(DESPINA_\w+)` \| `(--[\w-]+)` \|", text, re.M))
+    assert rows and all(cli_env.variable(flag, serve_main.ENVIRONMENT_NAMES) == name for name, flag in rows.items())
+    set_here = {k for k in stages()[-1].env() if k.startswith("DESPINA_")}
+    set_here |= set(yaml.safe_load((DEPLOY / "compose.yaml").read_text())["services"]["despina"]["environment"])
+    set_here |= set(re.findall(r"name: (DESPINA_\w+)", (DEPLOY / "kubernetes" / "base" / "deployment.yaml").read_text()))
+    assert {name for name in set_here if f"`{name}`" not in text} == set()
