@@ -37,6 +37,8 @@ def _is_ptr(x: Any) -> bool:
 
 @builtin
 def add(x: Any, y: Any) -> tensor:
+    """x + y, elementwise with broadcasting; a pointer plus an integer offset is a pointer (offsets count elements,
+    not bytes)."""
     if _is_ptr(x):
         return _addptr(x, y)
     if _is_ptr(y):
@@ -47,6 +49,7 @@ def add(x: Any, y: Any) -> tensor:
 
 @builtin
 def sub(x: Any, y: Any) -> tensor:
+    """x - y, elementwise with broadcasting; a pointer minus an integer offset is a pointer."""
     if _is_ptr(x) and not _is_ptr(y):
         return _addptr(x, y, negate=True)
     a, b = binary_operands(x, y)
@@ -55,6 +58,7 @@ def sub(x: Any, y: Any) -> tensor:
 
 @builtin
 def mul(x: Any, y: Any) -> tensor:
+    """x * y, elementwise with broadcasting; integers wrap around as on the GPU."""
     a, b = binary_operands(x, y)
     return elementwise("mul", a, b)
 
@@ -192,12 +196,16 @@ def _nan_mode(propagate_nan: Any) -> str:
 
 
 class PropagateNan:
+    """How `tl.maximum`, `tl.minimum`, `tl.clamp` and float `tl.max` / `tl.min` treat NaN: `NONE` (the default: a
+    NaN operand may be dropped, as the hardware's min/max do) or `ALL` (any NaN operand gives NaN)."""
     NONE = NAN_MODES[0]
     ALL = NAN_MODES[1]
 
 
 @builtin
 def maximum(x: Any, y: Any, propagate_nan: Any = PropagateNan.NONE) -> tensor:
+    """The larger of x and y, elementwise; for floats, `propagate_nan` says whether a NaN operand wins
+    (`tl.PropagateNan.ALL`)."""
     a, b = binary_operands(x, y)
     attrs = {"propagate_nan": _nan_mode(propagate_nan)} if a.dtype.is_floating() else {}
     return elementwise("maximum", a, b, **attrs)
@@ -205,6 +213,8 @@ def maximum(x: Any, y: Any, propagate_nan: Any = PropagateNan.NONE) -> tensor:
 
 @builtin
 def minimum(x: Any, y: Any, propagate_nan: Any = PropagateNan.NONE) -> tensor:
+    """The smaller of x and y, elementwise; for floats, `propagate_nan` says whether a NaN operand wins
+    (`tl.PropagateNan.ALL`)."""
     a, b = binary_operands(x, y)
     attrs = {"propagate_nan": _nan_mode(propagate_nan)} if a.dtype.is_floating() else {}
     return elementwise("minimum", a, b, **attrs)
@@ -218,6 +228,7 @@ def clamp(x: Any, min: Any, max: Any, propagate_nan: Any = PropagateNan.NONE) ->
 
 @builtin
 def abs(x: Any) -> tensor:
+    """|x|, elementwise; unsigned integers and booleans are returned unchanged."""
     x = to_tensor(x)
     if x.dtype.is_bool() or x.dtype.is_int_unsigned():
         return x
@@ -234,7 +245,7 @@ def _math(name: str, doc: str) -> Any:
     def fn(x: Any) -> tensor:
         return elementwise(name, _float_operand(x, name))
 
-    fn.__name__ = name
+    fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = doc
     return builtin(fn)
 
@@ -263,6 +274,7 @@ def sqrt_rn(x: Any) -> tensor:
 
 @builtin
 def sigmoid(x: Any) -> tensor:
+    """1 / (1 + exp(-x)), elementwise, on floats."""
     x = _float_operand(x, "sigmoid")
     return truediv(1.0, add(1.0, exp(neg(x))))
 

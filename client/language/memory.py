@@ -174,7 +174,7 @@ def _atomic_builtin(kind: str) -> Any:
     def fn(pointer: Any, val: Any, mask: Any = None, sem: Any = None, scope: Any = None) -> tensor:
         return _atomic(kind, pointer, val, mask, sem, scope)
 
-    fn.__name__ = f"atomic_{kind}"
+    fn.__name__ = fn.__qualname__ = f"atomic_{kind}"
     fn.__doc__ = f"Atomically apply `{kind}` with `val` at `pointer`; returns the old values."
     return builtin(fn)
 

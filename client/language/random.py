@@ -30,6 +30,8 @@ def _counter(x: Any, bits: int) -> tensor:
 @builtin
 def philox_impl(c0: tensor, c1: tensor, c2: tensor, c3: tensor, k0: tensor, k1: tensor,
                 n_rounds: int = N_ROUNDS_DEFAULT) -> tuple[tensor, ...]:
+    """The Philox 4x32 (or 4x64) rounds on counters `c0..c3` with key `k0, k1`: four tiles of random unsigned
+    integers."""
     uint = c0.dtype
     if not isinstance(uint, _t.ScalarType):
         raise TypeError(f"philox counters must be unsigned integers, got {c0.type}")
@@ -49,6 +51,8 @@ def philox_impl(c0: tensor, c1: tensor, c2: tensor, c3: tensor, k0: tensor, k1: 
 
 @builtin
 def philox(seed: Any, c0: Any, c1: Any, c2: Any, c3: Any, n_rounds: Any = N_ROUNDS_DEFAULT) -> tuple[tensor, ...]:
+    """Philox random bits for `seed` and the counters `c0..c3` (32- or 64-bit): four tiles of unsigned integers,
+    the same for the same seed and counters."""
     s = cast(to_tensor(seed, _t.int64 if isinstance(unwrap(seed), int) else None), _t.uint64)
     first = unwrap(c0)
     bits = 64 if isinstance(first, tensor) and first.dtype.primitive_bitwidth == 64 else 32
@@ -98,6 +102,7 @@ def rand(seed: Any, offset: Any, n_rounds: Any = N_ROUNDS_DEFAULT) -> tensor:
 
 @builtin
 def pair_uniform_to_normal(u1: tensor, u2: tensor) -> tuple[tensor, tensor]:
+    """Box-Muller: two tiles of uniform floats in [0, 1) to two tiles of standard normal floats."""
     u1 = arith.maximum(1.0e-7, u1)
     th = arith.mul(6.283185307179586, u2)
     r = arith.sqrt(arith.mul(-2.0, arith.log(u1)))
@@ -113,6 +118,7 @@ def randn(seed: Any, offset: Any, n_rounds: Any = N_ROUNDS_DEFAULT) -> tensor:
 
 @builtin
 def randn4x(seed: Any, offset: Any, n_rounds: Any = N_ROUNDS_DEFAULT) -> tuple[tensor, ...]:
+    """Four tiles of standard normal fp32 numbers from one Philox call on `seed` and `offset`."""
     i1, i2, i3, i4 = randint4x(seed, offset, n_rounds)
     n1, n2 = pair_uniform_to_normal(uint_to_uniform_float(i1), uint_to_uniform_float(i2))
     n3, n4 = pair_uniform_to_normal(uint_to_uniform_float(i3), uint_to_uniform_float(i4))
@@ -121,4 +127,6 @@ def randn4x(seed: Any, offset: Any, n_rounds: Any = N_ROUNDS_DEFAULT) -> tuple[t
 
 @builtin
 def rand4x(seed: Any, offset: Any, n_rounds: Any = N_ROUNDS_DEFAULT) -> tuple[tensor, ...]:
+    """Four tiles of uniform fp32 numbers in [0, 1) from one Philox call on `seed` and `offset`: four times
+    `tl.rand`'s numbers for one call's cost."""
     return tuple(uint_to_uniform_float(i) for i in randint4x(seed, offset, n_rounds))

@@ -118,6 +118,7 @@ def sum(input: Any, axis: Any = None, keep_dims: bool = False, dtype: Any = None
 
 @builtin
 def xor_sum(input: Any, axis: Any = None, keep_dims: bool = False) -> tensor:
+    """The bitwise XOR of an integer tile along `axis` (every axis when None)."""
     t = to_tensor(input)
     if not t.dtype.is_int():
         raise TypeError(f"xor_sum needs an integer tile, got {t.type}")
@@ -168,6 +169,8 @@ def _arg_reduce(x: Any, axis: Any, is_max: bool, tie_break_left: bool, keep_dims
 @builtin
 def max(input: Any, axis: Any = None, return_indices: bool = False, return_indices_tie_break_left: bool = True,
         keep_dims: bool = False) -> Any:
+    """The maximum along `axis` (every axis when None); with `return_indices=True`, also where it is (the first
+    occurrence unless `return_indices_tie_break_left=False`). `keep_dims` keeps the reduced axis as 1."""
     if unwrap(return_indices):
         return _arg_reduce(input, axis, True, bool(unwrap(return_indices_tie_break_left)), keep_dims)
     return _simple("max", input, axis, keep_dims, arith.maximum)
@@ -176,6 +179,8 @@ def max(input: Any, axis: Any = None, return_indices: bool = False, return_indic
 @builtin
 def min(input: Any, axis: Any = None, return_indices: bool = False, return_indices_tie_break_left: bool = True,
         keep_dims: bool = False) -> Any:
+    """The minimum along `axis` (every axis when None); with `return_indices=True`, also where it is (the first
+    occurrence unless `return_indices_tie_break_left=False`). `keep_dims` keeps the reduced axis as 1."""
     if unwrap(return_indices):
         return _arg_reduce(input, axis, False, bool(unwrap(return_indices_tie_break_left)), keep_dims)
     return _simple("min", input, axis, keep_dims, arith.minimum)
@@ -195,11 +200,14 @@ def argmin(input: Any, axis: Any, tie_break_left: bool = True, keep_dims: bool =
 
 @builtin
 def cumsum(input: Any, axis: Any = 0, reverse: bool = False, dtype: Any = None) -> tensor:
+    """The running sum along `axis` (from the end with `reverse=True`); same shape as `input`. Integers
+    narrower than 32 bits sum as 32-bit integers, as in Triton; `dtype` picks another accumulator type."""
     return _simple("cumsum", _widen_for_sum(to_tensor(input), dtype), axis, False, arith.add, scan=True, reverse=reverse)
 
 
 @builtin
 def cumprod(input: Any, axis: Any = 0, reverse: bool = False) -> tensor:
+    """The running product along `axis` (from the end with `reverse=True`); same shape as `input`."""
     return _simple("cumprod", input, axis, False, arith.mul, scan=True, reverse=reverse)
 
 

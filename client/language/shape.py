@@ -63,21 +63,25 @@ def full(shape: Any, value: Any, dtype: Any) -> tensor:
 
 @builtin
 def zeros(shape: Any, dtype: Any) -> tensor:
+    """A tile of `shape` (a tuple of powers of two) and `dtype`, every element 0."""
     return full(shape, 0, dtype)
 
 
 @builtin
 def zeros_like(input: tensor) -> tensor:
+    """A tile of `input`'s shape and dtype, every element 0."""
     return full(input.shape, 0, input.dtype)
 
 
 @builtin
 def full_like(input: tensor, value: Any) -> tensor:
+    """A tile of `input`'s shape and dtype, every element `value`."""
     return full(input.shape, value, input.dtype)
 
 
 @builtin
 def broadcast_to(input: Any, *shape: Any) -> tensor:
+    """`input` broadcast to `shape` (NumPy's rules: dimensions of 1 stretch)."""
     if len(shape) == 1 and isinstance(unwrap(shape[0]), (tuple, list)):
         shape = tuple(unwrap(shape[0]))
     dims = _shape(shape)
@@ -89,6 +93,7 @@ def broadcast_to(input: Any, *shape: Any) -> tensor:
 
 @builtin
 def broadcast(input: Any, other: Any) -> tuple[tensor, tensor]:
+    """`input` and `other` broadcast to their common shape (NumPy's rules), as a pair."""
     a, b = to_tensor(input), to_tensor(other)
     shape = broadcast_shapes(a.shape, b.shape)
     return _broadcast_to(a, shape), _broadcast_to(b, shape)
@@ -114,6 +119,8 @@ def expand_dims(input: Any, axis: Any) -> tensor:
 
 @builtin
 def reshape(input: tensor, *shape: Any, can_reorder: bool = False) -> tensor:
+    """`input` with a new shape of the same number of elements (`reshape(x, 4, 8)` or `reshape(x, (4, 8))`), in
+    row-major order; `can_reorder=True` lets the compiler pick the order."""
     if len(shape) == 1 and isinstance(unwrap(shape[0]), (tuple, list)):
         shape = tuple(unwrap(shape[0]))
     dims = _shape(shape)
@@ -136,11 +143,13 @@ def view(input: tensor, *shape: Any) -> tensor:
 
 @builtin
 def ravel(x: tensor) -> tensor:
+    """`x` as a 1-D tile, in row-major order."""
     return reshape(x, (x.numel,))
 
 
 @builtin
 def permute(input: tensor, *dims: Any) -> tensor:
+    """`input` with its dimensions reordered: `permute(x, 2, 0, 1)` or `permute(x, (2, 0, 1))`."""
     if len(dims) == 1 and isinstance(unwrap(dims[0]), (tuple, list)):
         dims = tuple(unwrap(dims[0]))
     perm = [_int_const(d, "a permutation entry") for d in dims]
