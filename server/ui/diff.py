@@ -11,6 +11,7 @@ from .html import e, page
 from .kernel import MAX_LINES, STAGES, Shown, _occupancy
 
 CONTEXT = 3
+COLUMNS = '<colgroup><col class="n"><col><col class="n"><col></colgroup>'  # fixed widths, whatever row comes first
 FACTS = ("name", "target", "num_warps", "num_stages", "registers", "spill_stores", "spill_loads", "stack", "shared",
          "compile_seconds")
 
@@ -65,7 +66,7 @@ def _pane(stage: str, x: Shown, y: Shown, visible: bool) -> tuple[str, str]:
     if not rows:
         lines = x.text.count("\n") + 1
         return "=", f'<div class="pane" data-pane="{stage}"{hidden}><p class="same">identical ({lines} lines)</p></div>'
-    return (f"-{removed} +{added}", f'<div class="pane" data-pane="{stage}"{hidden}><table class="linediff">'
+    return (f"-{removed} +{added}", f'<div class="pane" data-pane="{stage}"{hidden}><table class="linediff">{COLUMNS}'
                                     f"<tbody>{rows}</tbody></table></div>")
 
 
