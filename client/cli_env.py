@@ -52,7 +52,8 @@ def bind(parser: argparse.ArgumentParser, names: dict[str, str] | None = None) -
         if switch and not isinstance(action.const, bool):
             raise TypeError(f"{flag}: of the flags without a value, only store_true/store_false have an environment "
                             "form")
-        action.help = f"{action.help or ''} [env: {name}]".strip()
+        if action.help != argparse.SUPPRESS:
+            action.help = f"{action.help or ''} [env: {name}]".strip()
         value = os.environ.get(name)
         if value is None:
             continue

@@ -21,6 +21,7 @@ import asyncio
 import dataclasses
 import functools
 import hashlib
+import json
 import logging
 import re
 import uuid
@@ -48,10 +49,11 @@ from .errors import (
     ResourceExhausted,
     ServiceError,
 )
-from .execute import Argument, Buffer, Signature
+from .execute import Argument, Buffer
 from .intake import Intake
 from .keys import compile_key, is_key, toolchain
-from .metrics import TIERS, Metrics
+from .lines import lines_of
+from .metrics import TIERS, Metrics, by_label, total
 from .workers import CompilePool
 
 log = logging.getLogger("despina.server")
@@ -150,7 +152,7 @@ class CompileService:
         # cuda-bindings) is for the real executor; a test's executor decides for itself.
         precheck = execute.host_unavailable_reason if config.executor == DEFAULT_EXECUTOR else None
         self.gpu = execute.GpuRunner(config.executor, config.execute_timeout_s, self.metrics, precheck)
-        self._signatures: OrderedDict[str, Signature] = OrderedDict()
+        self.signatures = execute.Signatures(SIGNATURES)
         self.toolchain = toolchain(config.compiler)
         self.owner = uuid.uuid4().hex
         self._flights: dict[str, _Flight] = {}
@@ -431,20 +433,30 @@ class CompileService:
         return dict(self.admin.item(entry).to_json(), metadata=entry.metadata)
 
     async def get_artifact(self, key: str, stage: str) -> bytes:
-        """One stage's output: text stages as UTF-8, the cubin as its bytes. The SASS is disassembled on
-        the first request for it (FAILED_PRECONDITION on a daemon without nvdisasm) and kept."""
+        """One stage's output: text stages as UTF-8, the cubin as its bytes, `lines` as `get_lines`' JSON. The
+        SASS is disassembled on the first request for it (FAILED_PRECONDITION on a daemon without nvdisasm) and kept."""
         self._count("get_artifact")
-        if stage not in STAGES:
-            raise self._failed(InvalidArgument(f"stage {stage[:40]!r} is not one of {', '.join(STAGES)}"))
-        entry = await self.entry(key)
-        if stage == "sass" and stage not in entry.stages:
-            try:
-                return await self.disassembler.run(entry, self._keep)
-            except ServiceError as e:
-                raise self._failed(e) from None
-        if stage not in entry.stages:
-            raise self._failed(NotFound(f"kernel {key} has no '{stage}' stage (the backend did not produce one)"))
+        try:
+            if stage not in STAGES:
+                raise InvalidArgument(f"stage {stage[:40]!r} is not one of {', '.join(STAGES)}")
+            entry = await self.entry(key)
+            if stage == "lines":
+                return json.dumps(await lines_of(entry, self.disassembler, self._keep)).encode()
+            if stage == "sass" and stage not in entry.stages:
+                entry = await self.disassembler.run(entry, self._keep)
+            if stage not in entry.stages:
+                raise NotFound(f"kernel {key} has no '{stage}' stage (the backend did not produce one)")
+        except ServiceError as e:
+            raise self._failed(e) from None
         return entry.stages[stage]
+
+    async def get_lines(self, key: str) -> dict[str, Any]:
+        """The source line of each line of the kernel's stages, and its source text (see server/lines.py)."""
+        self._count("get_lines")
+        try:
+            return await lines_of(await self.entry(key), self.disassembler, self._keep)
+        except ServiceError as e:
+            raise self._failed(e) from None
 
     @functools.cached_property
     def disassembler(self) -> Disassembler:
@@ -519,7 +531,7 @@ class CompileService:
             grid = execute.check_grid(req.grid)
             kernel = dataclasses.replace(req.kernel, driver_version=0)
             key = self.key_of(dataclasses.replace(kernel, target=kernel.target or "sm_90"))  # sizes and options
-            sig = await self._signature(key, kernel.ir)
+            sig = await self.signatures.get(key, kernel.ir)
             values = execute.launch_values(sig, req.args)
             device = await self.gpu.device()
             kernel = dataclasses.replace(kernel, target=kernel.target or str(device["target"]),
@@ -548,24 +560,13 @@ class CompileService:
         self.admin.used(key, tier)
         return ExecuteResponse(buffers, key, tier, float(result.get("seconds", 0.0)))
 
-    async def _signature(self, key: str, ir: bytes) -> Signature:
-        """The kernel's signature, decoded once per cache key."""
-        found = self._signatures.get(key)
-        if found is not None:
-            self._signatures.move_to_end(key)
-            return found
-        found = self._signatures[key] = await asyncio.to_thread(execute.signature, ir)
-        if len(self._signatures) > SIGNATURES:
-            self._signatures.popitem(last=False)
-        return found
-
     def stats(self) -> dict[str, Any]:
         """The numbers /metrics exposes, read from the same counters: `errors` counts every error answer
         by code (refusals before any work included), `compile_errors` the compilations that failed in a
         worker, `executes` the Execute requests by outcome."""
         m = self.metrics
         return {
-            "requests": int(_total(m.requests)),
+            "requests": int(total(m.requests)),
             "hits": {t: int(m.value("despina_cache_answers_total", tier=t)) for t in TIERS},
             "compiles": int(m.value("despina_compiles_total", outcome="ok")),
             "benchmarks": int(m.value("despina_benchmarks_total", outcome="ok")),
@@ -576,21 +577,10 @@ class CompileService:
             "memory_entries": len(self.memory),
             "memory_bytes": self.memory.nbytes,
             "redis_connected": self.redis is not None and self.redis.connected,
-            "redis_errors": int(_total(m.redis_errors)),
-            "errors": _by_label(m.errors, "code"),
-            "executes": _by_label(m.executes, "outcome"),
+            "redis_errors": int(total(m.redis_errors)),
+            "errors": by_label(m.errors, "code"),
+            "executes": by_label(m.executes, "outcome"),
             "disk_entries": self.disk.entries if self.disk is not None else 0,
             "disk_bytes": self.disk.nbytes if self.disk is not None else 0,
         }
 
-
-def _samples(counter: Any) -> list[Any]:
-    return [s for mf in counter.collect() for s in mf.samples if s.name.endswith("_total")]
-
-
-def _total(counter: Any) -> float:
-    return sum(s.value for s in _samples(counter))
-
-
-def _by_label(counter: Any, label: str) -> dict[str, int]:
-    return {s.labels[label]: int(s.value) for s in _samples(counter)}

@@ -10,6 +10,7 @@
     GET  /v1/kernels/{key}         one kernel, with its metadata
     DELETE /v1/kernels/{key}       delete it from memory, disk and Redis (needs the daemon's token)
     DELETE /v1/kernels?older_than=7d   delete from memory and disk those not used since (needs the token)
+    GET  /v1/kernels/{key}/lines   the source line of each line of every stage, and the kernel's source text (JSON)
     GET  /v1/kernels/{key}/{stage} ir, gpuir, llir, ptx, sass as text; cubin as bytes
     POST /v1/tune                  a tuning: every config's IR, launch options and grid, the arguments -> the record
                                    (timings, winner) and the winner's kernel; or every config's kernel to measure
@@ -219,6 +220,20 @@ class DeletedKernel(BaseModel):
 
 class DeletedKernels(BaseModel):
     deleted: list[str] = Field(description="The keys deleted from memory and disk, the least recently used first.")
+
+
+class SourceLines(BaseModel):
+    file: str = Field(description="The kernel's source file, as the client that first compiled it named it.")
+    first_line: int = Field(description="The line number (1-based) of text[0].")
+    text: list[str] = Field(description="The lines the client sent: the kernel and its helpers in that file.")
+
+
+class LineMaps(BaseModel):
+    source: SourceLines | None = Field(description="The kernel's source text; null when the client sent none.")
+    stages: dict[str, dict[str, int]] = Field(
+        description="By stage (ir, gpuir, llir, ptx, sass): line number (1-based, as a string) in that stage's text "
+                    "-> the source line it came from. A stage without a map is absent (sass on a daemon without "
+                    "nvdisasm).")
 
 
 class SourceLines(BaseModel):
@@ -460,6 +475,12 @@ def create_app(service: CompileService, token: str | None = None, protect_docs: 
         """Delete one kernel from memory, disk and Redis. Needs the daemon's token (a daemon without one refuses)."""
         note(request, key=key[:64])
         return DeletedKernel(key=key, tiers=await service.delete(key))
+
+    @app.get("/v1/kernels/{key}/lines", response_model=LineMaps, responses=ERRORS)
+    async def lines(key: str, request: Request) -> dict[str, Any]:
+        """Which source line each line of the kernel's stages came from, and the source text itself."""
+        note(request, key=key[:64])
+        return await service.get_lines(key)
 
     @app.get("/v1/kernels/{key}/lines", response_model=LineMaps, responses=ERRORS)
     async def lines(key: str, request: Request) -> dict[str, Any]:

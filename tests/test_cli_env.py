@@ -17,6 +17,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--name", help="a name")
     p.add_argument("--verbose", action="store_true", help="talk")
     p.add_argument("--no-color", dest="color", action="store_false", help="plain")
+    p.add_argument("--secret-knob", type=int, default=0, help=argparse.SUPPRESS)
     cli_env.bind(p, {"--name": "TOOL_NAME"})
     return p
 
@@ -28,6 +29,7 @@ def test_names_derive_from_the_long_flag_unless_overridden() -> None:
     for name in ("DESPINA_WORKER_COUNT", "DESPINA_MODE", "TOOL_NAME", "DESPINA_VERBOSE", "DESPINA_NO_COLOR"):
         assert f"[env: {name}]" in text
     assert "DESPINA_HELP" not in text and "command line wins" in text
+    assert "secret-knob" not in text and "DESPINA_SECRET_KNOB" not in text  # a hidden flag stays hidden
 
 
 def test_environment_beats_default_and_command_line_beats_environment(monkeypatch: pytest.MonkeyPatch) -> None:
