@@ -38,6 +38,7 @@ import math
 import os
 import signal
 import sys
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -112,6 +113,24 @@ class Signature:
 
     def describe(self) -> str:
         return ", ".join(f"{p.name}: {p.type}" for p in self.params)
+
+
+class Signatures:
+    """Kernels' signatures by cache key, each decoded once (the `size` most recently used kept)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._found: OrderedDict[str, Signature] = OrderedDict()
+
+    async def get(self, key: str, ir: bytes) -> Signature:
+        found = self._found.get(key)
+        if found is not None:
+            self._found.move_to_end(key)
+            return found
+        found = self._found[key] = await asyncio.to_thread(signature, ir)
+        if len(self._found) > self.size:
+            self._found.popitem(last=False)
+        return found
 
 
 def signature(ir: bytes) -> Signature:

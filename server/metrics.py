@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 TIERS = ("memory", "disk", "redis", "compiled")
@@ -36,6 +38,12 @@ class Metrics:
         self.disk_evictions = Counter("despina_disk_evictions", "Disk-tier files deleted as least recently used.", registry=r)
         self.disk_errors = Counter("despina_disk_errors", "Disk-tier reads or writes that failed (the daemon went on without them).",
                                    ["op"], registry=r)
+        self.worker_wait_seconds = Histogram(
+            "despina_worker_wait_seconds", "Time a compile or an IR check waited for a free compile worker.",
+            buckets=(0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120), registry=r,
+        )
+        self.workers_extra = Counter("despina_workers_extra", "Extra compile workers started because every worker was busy "
+                                     "with slow compiles while requests waited.", registry=r)
         self.workers_replaced = Counter("despina_workers_replaced", "Compile workers that crashed or timed out and were replaced.", registry=r)
         self.executes = Counter("despina_executes", "Execute requests by outcome: refused (turned away before the GPU"
                                 " ran anything: a bad argument, no GPU on this host, a compile error), and for those that"
@@ -71,3 +79,17 @@ class Metrics:
         """One sample's current value (0 when it has not been recorded)."""
         v = self.registry.get_sample_value(name, labels or None)
         return v or 0.0
+
+
+def _samples(counter: Any) -> list[Any]:
+    return [s for mf in counter.collect() for s in mf.samples if s.name.endswith("_total")]
+
+
+def total(counter: Any) -> float:
+    """The sum of a counter's samples over all its labels."""
+    return sum(s.value for s in _samples(counter))
+
+
+def by_label(counter: Any, label: str) -> dict[str, int]:
+    """A counter's samples by the value of `label`."""
+    return {s.labels[label]: int(s.value) for s in _samples(counter)}

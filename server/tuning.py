@@ -299,8 +299,8 @@ class Tuner:
                       "daemon", compile_keys, round(time.perf_counter() - start, 6))
 
     async def _signature(self, req: TuneRequest) -> Signature:
-        sigs = [await self.service._signature(self.service.key_of(self._compile_request(c, req.target or "sm_90")),
-                                              c.ir) for c in req.candidates]
+        sigs = [await self.service.signatures.get(self.service.key_of(self._compile_request(c, req.target or "sm_90")),
+                                                  c.ir) for c in req.candidates]
         for i, s in enumerate(sigs[1:], 1):
             if s.params != sigs[0].params:
                 raise InvalidArgument(f"kernel '{req.kernel}': config {i}'s kernel takes ({s.describe()}), config 0's "

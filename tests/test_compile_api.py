@@ -144,7 +144,7 @@ def compiled() -> despina.CompiledKernel:
 
 
 def test_compile_keeps_every_stage(compiled):
-    assert {"ir", "gpuir", "llir", "ptx", "cubin"} <= set(compiled.asm) <= {"ir", "gpuir", "llir", "ptx", "cubin", "sass"}
+    assert {"ir", "gpuir", "llir", "ptx", "cubin", "lines"} <= set(compiled.asm) <= {"ir", "gpuir", "llir", "ptx", "cubin", "lines", "sass"}
     assert compiled.cubin[:4] == b"\x7fELF"
     md = compiled.metadata
     assert (md["name"], md["target"], md["num_warps"], md["num_stages"], md["num_threads"]) == (
@@ -216,7 +216,7 @@ def test_a_second_compile_reads_the_caches(fresh_cache):
     kernels._MEMORY.clear()
     from_disk = despina.compile(add_kernel, SIG, {"BLOCK": 512})
     assert from_disk.tier == "disk" and from_disk.metadata == first.metadata
-    assert {s: from_disk.asm[s] for s in ("ir", "gpuir", "llir", "ptx", "cubin")} == dict(first.asm)
+    assert {s: from_disk.asm[s] for s in ("ir", "gpuir", "llir", "ptx", "cubin", "lines")} == dict(first.asm)
 
 
 def test_a_fresh_process_reads_the_disk_cache_without_llvm(fresh_cache):

@@ -123,13 +123,25 @@ class Function:
         return self.body.walk()
 
 
+@dataclass(frozen=True)
+class SourceText:
+    """Lines of the kernel's source file, from `first_line` (1-based) on: what a viewer shows beside
+    the stages. Not part of the kernel (a cache key leaves it out, as it leaves out locations)."""
+
+    file: str
+    first_line: int
+    lines: tuple[str, ...]
+
+
 @dataclass
 class Module:
-    """A set of functions, one of them the kernel; `attrs` carry the specialization."""
+    """A set of functions, one of them the kernel; `attrs` carry the specialization, `source` the
+    kernel's source lines when the frontend could read them."""
 
     functions: list[Function] = field(default_factory=list)
     attrs: dict[str, Any] = field(default_factory=dict)
     version: int = IR_VERSION
+    source: SourceText | None = None
 
     @property
     def kernel(self) -> Function:

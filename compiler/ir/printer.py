@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .core import Block, Function, Module, Op, Value
+from .core import Block, Function, Loc, Module, Op, Value
 from .types import PointerType, ScalarType, TileType
 
 
@@ -55,6 +55,11 @@ class _Printer:
         self.locs = locs
         self.names: dict[int, str] = {}
         self.lines: list[str] = []
+        self.line_locs: list[Loc | None] = []  # where the op or function each line prints came from
+
+    def emit(self, text: str, loc: Loc | None = None) -> None:
+        self.lines.append(text)
+        self.line_locs.append(loc)
 
     def name(self, v: Value) -> str:
         key = id(v)
@@ -70,26 +75,26 @@ class _Printer:
 
     def block_header(self, block: Block, indent: str) -> None:
         args = ", ".join(f"{self.name(a)}: {a.type}" for a in block.args)
-        self.lines.append(f"{indent}^({args}):")
+        self.emit(f"{indent}^({args}):")
 
     def op(self, op: Op, indent: str) -> None:
         results = ", ".join(self.name(r) for r in op.results)
         head = f"{indent}{results} = " if op.results else indent
         text = f"{head}{op.name}({', '.join(self.use(v) for v in op.operands)}){format_attrs(op.attrs)}"
         if op.regions:
-            self.lines.append(text + " (")
+            self.emit(text + " (", op.loc)
             for i, region in enumerate(op.regions):
-                self.lines.append(indent + "  {")
+                self.emit(indent + "  {")
                 self.block_header(region, indent + "  ")
                 for inner in region.ops:
                     self.op(inner, indent + "    ")
-                self.lines.append(indent + "  }" + ("," if i + 1 < len(op.regions) else ""))
+                self.emit(indent + "  }" + ("," if i + 1 < len(op.regions) else ""))
             text = indent + ")"
         if op.results:
             text += " : " + ", ".join(str(r.type) for r in op.results)
         if self.locs and op.loc is not None:
             text += f" loc({json.dumps(op.loc.file)}:{op.loc.line}:{op.loc.col})"
-        self.lines.append(text)
+        self.emit(text, op.loc)
 
     def function(self, fn: Function) -> None:
         args = ", ".join(f"{self.name(a)}: {a.type}" for a in fn.args)
@@ -97,21 +102,28 @@ class _Printer:
         results = " -> (" + ", ".join(map(str, fn.result_types)) + ")" if fn.result_types else ""
         kind = " kernel" if fn.kernel else ""
         loc = f" loc({json.dumps(fn.loc.file)}:{fn.loc.line}:{fn.loc.col})" if self.locs and fn.loc else ""
-        self.lines.append(f"func @{fn.name}({args}){results}{kind} {{names = {names}}}{loc} {{")
+        self.emit(f"func @{fn.name}({args}){results}{kind} {{names = {names}}}{loc} {{", fn.loc)
         for op in fn.body.ops:
             self.op(op, "  ")
-        self.lines.append("}")
+        self.emit("}")
 
 
 def print_module(module: Module, locs: bool = True) -> str:
     """The module as text; `parse_module(print_module(m))` rebuilds it exactly."""
+    return print_module_with_locs(module, locs)[0]
+
+
+def print_module_with_locs(module: Module, locs: bool = True) -> tuple[str, list[Loc | None]]:
+    """The module as text, and the source location of each of its lines (`[i]` for line `i + 1`): the
+    location of the op or function the line prints (both lines of an op with regions), None for
+    the others."""
     p = _Printer(locs)
     attrs = dict(module.attrs, version=module.version)
-    p.lines.append(f"module{format_attrs(attrs)} {{")
+    p.emit(f"module{format_attrs(attrs)} {{")
     for fn in module.functions:
         p.function(fn)
-    p.lines.append("}")
-    return "\n".join(p.lines) + "\n"
+    p.emit("}")
+    return "\n".join(p.lines) + "\n", p.line_locs
 
 
 def print_function(fn: Function, locs: bool = True) -> str:

@@ -20,8 +20,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-STAGES = ("ir", "gpuir", "llir", "ptx", "sass", "cubin")
-TEXT_STAGES = frozenset(STAGES) - {"cubin"}
+STAGES = ("ir", "gpuir", "llir", "ptx", "sass", "cubin", "lines")
+TEXT_STAGES = frozenset(STAGES) - {"cubin", "lines"}  # `lines` is JSON (server/lines.py)
 MAGIC = b"DSPNK1"
 _LEN = struct.Struct(">I")
 MAX_HEADER = 1 << 20

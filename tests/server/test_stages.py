@@ -5,6 +5,7 @@ without nvdisasm."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -59,13 +60,13 @@ def test_sass_is_disassembled_once_and_kept_in_every_tier(tmp_path: Path, shared
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     needs_backend()
     runs: list[int] = []
-    real = disassembly.sass.disassemble
+    real = disassembly.sass.disassemble_lines
 
-    def counted(cubin: bytes, timeout_s: float = 120.0) -> str:
+    def counted(cubin: bytes, timeout_s: float = 120.0) -> tuple[str, list[tuple[int, str, int]]]:
         runs.append(len(cubin))
         return real(cubin, timeout_s)
 
-    monkeypatch.setattr(disassembly.sass, "disassemble", counted)
+    monkeypatch.setattr(disassembly.sass, "disassemble_lines", counted)
 
     async def body(service: CompileService) -> None:
         r = await service.compile(CompileRequest(vector_add_ir(256, salt=unique()), target="sm_90"))
@@ -113,6 +114,23 @@ def test_both_transports_serve_the_sass(nvptx_daemon: Daemon) -> None:
     assert over_grpc.data == over_http.content
     info = httpx.get(f"{nvptx_daemon.http}/v1/kernels/{key}", timeout=10).json()
     assert info["sizes"]["sass"] == len(over_http.content)
+
+
+def test_both_transports_serve_the_line_maps(nvptx_daemon: Daemon, tmp_path: Path) -> None:
+    from .test_lines import scale_ir
+
+    got = remote._client(nvptx_daemon.grpc).compile(scale_ir(tmp_path), {}, "sm_90", {}, 0)
+    key = got.metadata["service"]["key"]
+    over_http = httpx.get(f"{nvptx_daemon.http}/v1/kernels/{key}/lines", timeout=60)
+    assert over_http.status_code == 200 and over_http.headers["content-type"] == "application/json"
+    table = over_http.json()
+    assert {"ir", "gpuir", "llir", "ptx"} <= set(table["stages"]) and table["stages"]["ptx"]
+    over_grpc = stub(nvptx_daemon).GetArtifact(pb.GetArtifactRequest(key=key, stage="lines"), timeout=60)
+    assert json.loads(over_grpc.data) == table
+    missing = httpx.get(f"{nvptx_daemon.http}/v1/kernels/{'0' * 64}/lines", timeout=10)
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "NOT_FOUND"
+    code, _ = status_of(lambda: stub(nvptx_daemon).GetArtifact(pb.GetArtifactRequest(key="0" * 64, stage="lines")))
+    assert code == grpc.StatusCode.NOT_FOUND
 
 
 @pytest.mark.parametrize("scheme", ["grpc", "http"])

@@ -7,7 +7,7 @@ func @add_kernel(%0: ptr<fp32>, ...) kernel num_warps=4 {
 
 from __future__ import annotations
 
-from ...ir.core import Block, Op, Value
+from ...ir.core import Block, Loc, Op, Value
 from ...ir.printer import format_attrs
 from .assign import GpuFunction
 from .encodings import Encoding
@@ -19,6 +19,11 @@ class _Printer:
         self.names: dict[int, str] = {}
         self.aliases: dict[Encoding, str] = {}
         self.lines: list[str] = []
+        self.line_locs: list[Loc | None] = []
+
+    def emit(self, text: str, loc: Loc | None = None) -> None:
+        self.lines.append(text)
+        self.line_locs.append(loc)
 
     def name(self, v: Value) -> str:
         return self.names.setdefault(id(v), f"%{len(self.names)}")
@@ -40,23 +45,29 @@ class _Printer:
         operands = ", ".join(self.names.get(id(v), "%?") for v in op.operands)
         text = f"{head}{op.name}({operands}){format_attrs(op.attrs)}"
         if op.regions:
-            self.lines.append(text + " (")
+            self.emit(text + " (", op.loc)
             for region in op.regions:
                 args = ", ".join(f"{self.name(a)}: {self.typed(a)}" for a in region.args)
-                self.lines.append(f"{indent}  ^({args}):")
+                self.emit(f"{indent}  ^({args}):")
                 self.block(region, indent + "    ")
             text = indent + ")"
         if op.results:
             text += " : " + ", ".join(self.typed(r) for r in op.results)
-        self.lines.append(text)
+        self.emit(text, op.loc)
 
 
 def print_gpuir(gpu: GpuFunction) -> str:
+    return print_gpuir_with_locs(gpu)[0]
+
+
+def print_gpuir_with_locs(gpu: GpuFunction) -> tuple[str, list[Loc | None]]:
+    """The GPU IR as text, and the source location of each of its lines (`[i]` for line `i + 1`):
+    the location of the op the line prints, None for the others (layout aliases, braces)."""
     p = _Printer(gpu)
     fn = gpu.fn
     args = ", ".join(f"{p.name(a)}: {a.type}" for a in fn.args)
-    p.lines.append(f"func @{fn.name}({args}) kernel num_warps={gpu.num_warps} {{")
+    p.emit(f"func @{fn.name}({args}) kernel num_warps={gpu.num_warps} {{", fn.loc)
     p.block(fn.body, "  ")
-    p.lines.append("}")
+    p.emit("}")
     header = [f"{alias} = {enc}" for enc, alias in p.aliases.items()]
-    return "\n".join(header + p.lines) + "\n"
+    return "\n".join(header + p.lines) + "\n", [None] * len(header) + p.line_locs

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 from typing import Any
 
 from ...ir.core import Module
-from ...ir.printer import print_module
+from ...ir.printer import print_module_with_locs
 from ..errors import CompilationError
-from ..gpuir import assign_layouts, print_gpuir
+from ..gpuir import assign_layouts
 from ..gpuir.pipeline import plan_pipelines
+from ..gpuir.printer import print_gpuir_with_locs
 from .isolate import emit_ptx_isolated
+from .lines import line_table
 from .link import kernel_resources, link_cubin, nvjitlink_version
 from .llvm import emit_ptx, llvm_version, unresolved_intrinsics
 from .lower import lower
@@ -25,7 +28,8 @@ from .toolkit import LIBDEVICE_PREFIX, find_libdevice
 class CompiledKernel:
     """A compiled kernel: `asm` holds every stage's output (`ir`, `gpuir`, `llir`, `ptx` as
     text, `cubin` as bytes, and `sass` as text, disassembled on first access, when nvdisasm is
-    installed); `metadata` what a launcher needs (`name`, `num_warps`, `shared` bytes of dynamic
+    installed) and `lines`, the source line of each line of the text stages but SASS (JSON, see
+    `lines.line_table`); `metadata` what a launcher needs (`name`, `num_warps`, `shared` bytes of dynamic
     shared memory) and what the kernel uses per the cubin and ptxas' report (`registers`, spills,
     `stack`)."""
 
@@ -51,11 +55,14 @@ def compile_module(
     num_stages: int = 3,
     *,
     isolate: bool | None = None,
+    line_info: bool = True,
 ) -> CompiledKernel:
     """Compile `module`'s kernel for `target` (sm_80, sm_86, sm_89, sm_90, sm_90a).
 
     `isolate` (default: on, `DESPINA_LLVM_ISOLATE=0` turns it off) runs LLVM in a worker
-    process so that an LLVM abort raises here instead of killing the caller.
+    process so that an LLVM abort raises here instead of killing the caller. `line_info` (default: on,
+    as nvcc's `-lineinfo`) gives the PTX `.loc` directives and the cubin a line table; the code is the
+    same without it.
 
         >>> k = compile_module(module, target="sm_90", num_warps=4)
         >>> k.metadata["shared"], k.asm["ptx"][:80]
@@ -64,11 +71,12 @@ def compile_module(
     if num_warps < 1 or num_warps & (num_warps - 1) or num_warps > 32:
         raise ValueError(f"num_warps must be a power of two from 1 to 32, got {num_warps}")
     name = module.kernel.name
-    asm = Stages(ir=print_module(module))
+    asm = Stages()
+    asm["ir"], ir_locs = print_module_with_locs(module)
     gpu = assign_layouts(module, num_warps)
     plan_pipelines(gpu, num_stages)
-    asm["gpuir"] = print_gpuir(gpu)
-    llmodule, shared, launch = lower(gpu, tgt)
+    asm["gpuir"], gpuir_locs = print_gpuir_with_locs(gpu)
+    llmodule, shared, launch = lower(gpu, tgt, line_info)
     if shared > tgt.max_shared:
         raise CompilationError(
             f"the kernel needs {shared} bytes of shared memory with num_warps={num_warps}, num_stages={num_stages}; "
@@ -92,6 +100,7 @@ def compile_module(
     # Linked again with `.minnctapersm 2` when that gives a second CTA per SM without spills.
     asm["ptx"], cubin, log = second_cta(ptx, cubin, log, tgt, name, 32 * num_warps, shared, link_cubin)
     asm["cubin"] = cubin
+    asm["lines"] = json.dumps(line_table(module, ir_locs, gpuir_locs, optimized, str(asm["ptx"])))
     res = kernel_resources(cubin, log, name)
     metadata: dict[str, Any] = {
         "name": name,

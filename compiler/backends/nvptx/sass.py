@@ -7,6 +7,7 @@ fill never pays for it, `kernel.inspect_sass()` and `despina compile --emit sass
 
 from __future__ import annotations
 
+import re
 import subprocess
 import tempfile
 from pathlib import Path
@@ -20,6 +21,16 @@ class SassError(RuntimeError):
 
 def disassemble(cubin: bytes, timeout_s: float = 120.0) -> str:
     """The SASS of `cubin`'s code sections, as `nvdisasm -c` prints it."""
+    return disassemble_lines(cubin, timeout_s)[0]
+
+
+_LINE_INFO = re.compile(r'^\s*//## File "((?:[^"\\]|\\.)*)", line (\d+)')
+
+
+def disassemble_lines(cubin: bytes, timeout_s: float = 120.0) -> tuple[str, list[tuple[int, str, int]]]:
+    """The SASS as `disassemble` gives it, and the source line of its lines: `(SASS line (1-based),
+    file, source line)` for each instruction after one of the line-table annotations that
+    `nvdisasm -g` writes (`//## File "k.py", line 9`), which the text leaves out."""
     tool = find_nvdisasm()
     if tool is None:
         raise SassError(f"no SASS: nvdisasm was not found; {NVDISASM_HINT}")
@@ -27,12 +38,27 @@ def disassemble(cubin: bytes, timeout_s: float = 120.0) -> str:
         path = Path(tmp) / "kernel.cubin"
         path.write_bytes(cubin)
         try:
-            done = subprocess.run([tool, "-c", str(path)], capture_output=True, text=True, timeout=timeout_s)
+            done = subprocess.run([tool, "-c", "-g", str(path)], capture_output=True, text=True, timeout=timeout_s)
         except (OSError, subprocess.TimeoutExpired) as e:
             raise SassError(f"nvdisasm ({tool}) failed: {e}") from e
     if done.returncode != 0:
         raise SassError(f"nvdisasm ({tool}) failed with status {done.returncode}: {done.stderr.strip()}")
-    return done.stdout
+    lines: list[str] = []
+    annotated: list[tuple[int, str, int]] = []
+    where: tuple[str, int] | None = None
+    for text in done.stdout.splitlines(keepends=True):
+        if info := _LINE_INFO.match(text):
+            where = (info.group(1), int(info.group(2)))
+            continue
+        lines.append(text)
+        if where is not None and _INSTRUCTION.match(text):
+            annotated.append((len(lines), *where))
+        elif text.lstrip().startswith((".section", "//---")):
+            where = None  # the next function's first annotation is at its first instruction
+    return "".join(lines), annotated
+
+
+_INSTRUCTION = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/")
 
 
 class Stages(dict[str, str | bytes]):

@@ -21,6 +21,7 @@ from ...errors import CompilationError, op_error
 from ...gpuir import GpuFunction, LinearLayout
 from ...gpuir.smem_alloc import SharedAllocator
 from ..target import DATA_LAYOUT, TRIPLE, Target
+from .debuginfo import DebugInfo
 from .registry import RULES, Regs
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ class _KernelAttributes(FunctionAttributes):
 class Lowering:
     """State of one kernel's lowering: the LLVM function, its builder, the lowered values."""
 
-    def __init__(self, gpu: GpuFunction, target: Target) -> None:
+    def __init__(self, gpu: GpuFunction, target: Target, line_info: bool = True) -> None:
         fn = gpu.fn
         self.gpu, self.target, self.kernel = gpu, target, fn.name
         self.num_threads = 32 * gpu.num_warps
@@ -59,6 +60,8 @@ class Lowering:
         self.func.attributes = _KernelAttributes({"nvvm.maxntid": n})
         for arg, name in zip(self.func.args, fn.arg_names):
             arg.name = re.sub(r"[^A-Za-z0-9_.]", "_", name) or "arg"
+        self.debug = DebugInfo(self.module, fn, self.func) if line_info else None
+        """Where each op's instructions came from (`!dbg`), unless the compile asked for no line info."""
         entry = self.func.append_basic_block("entry")
         self.prologue = ir.IRBuilder(entry)
         self.b = ir.IRBuilder(self.func.append_basic_block("body"))
@@ -107,12 +110,17 @@ class Lowering:
         rule = RULES.get(op.name)
         if rule is None:
             raise op_error(op, "the NVPTX backend has no lowering rule for this op", self.kernel)
+        outer = self.b.debug_metadata
+        if self.debug is not None and op.loc is not None:  # an op without a location keeps its parent's
+            self.b.debug_metadata = self.debug.location(op.loc)
         try:
             results = rule(self, op, [self.get(v) for v in op.operands])
         except CompilationError:
             raise
         except (ValueError, KeyError, NotImplementedError) as e:
             raise op_error(op, str(e), self.kernel) from e
+        finally:
+            self.b.debug_metadata = outer
         for r, regs in zip(op.results, results):
             want = self.layout(r).num_regs
             if len(regs) != want:

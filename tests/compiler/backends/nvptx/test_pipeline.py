@@ -27,7 +27,7 @@ from .. import kernels  # noqa: E402
 def test_every_kernel_links_to_a_cubin(name: str, arch: str) -> None:
     k = compile_module(kernels.ALL[name](), target=arch)
     assert k.cubin[:4] == b"\x7fELF"
-    assert set(k.asm) == {"ir", "gpuir", "llir", "ptx", "cubin"}
+    assert set(k.asm) == {"ir", "gpuir", "llir", "ptx", "cubin", "lines"}
     assert f".target {arch}" in str(k.asm["ptx"])
     assert ".version 8.7" in str(k.asm["ptx"])
     assert k.metadata["registers"] > 0
