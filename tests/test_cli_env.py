@@ -37,10 +37,11 @@ def test_environment_beats_default_and_command_line_beats_environment(monkeypatc
     monkeypatch.setenv("DESPINA_WORKER_COUNT", "8")
     monkeypatch.setenv("DESPINA_MODE", "slow")
     monkeypatch.setenv("TOOL_NAME", "x")
+    monkeypatch.setenv("DESPINA_SECRET_KNOB", "5")
     args = parser().parse_args([])
-    assert (args.worker_count, args.mode, args.name) == (8, "slow", "x")
+    assert (args.worker_count, args.mode, args.name, args.secret_knob) == (8, "slow", "x", 5)
     assert getattr(args, cli_env.SOURCES) == {"--worker-count": "DESPINA_WORKER_COUNT", "--mode": "DESPINA_MODE",
-                                              "--name": "TOOL_NAME"}
+                                              "--name": "TOOL_NAME", "--secret-knob": "DESPINA_SECRET_KNOB"}
     args = parser().parse_args(["--worker-count", "2", "--mode", "fast"])
     assert (args.worker_count, args.mode) == (2, "fast")
     assert getattr(args, cli_env.SOURCES) == {"--name": "TOOL_NAME"}
