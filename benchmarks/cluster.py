@@ -183,7 +183,10 @@ def simulate(daemons: int = 8, clients: int = 256, shared: int = 64, warmup: int
     nodes: list[DaemonProcess] = []
     threads: list[Client] = []
     try:
-        nodes = start_daemons(daemons, redis.url, 1, FAKE_COMPILER if fake else None, cache_root=workdir)
+        # Every client thread connects from 127.0.0.1, which a daemon takes for one client: let it have
+        # as many kernels waiting for their IR check as there are client threads.
+        extra = ("--max-checks-per-client", str(max(32, clients)))
+        nodes = start_daemons(daemons, redis.url, 1, FAKE_COMPILER if fake else None, workdir, extra)
         plan = Plan(",".join(d.grpc for d in nodes), [], warmup, rate, clients, fresh, attrs)
         plan.shared = [encode(vector_add(f"{plan.run}-shared-{k}", **attrs)) for k in range(shared)]
         plan.warm = threading.Barrier(clients + 1)
@@ -268,6 +271,7 @@ def summarize(plan: Plan, threads: list[Client], records: list[Record], marks: d
         "compiles_by_daemon": {**{a: int(s["compiles"]) for a, s in stats.items()},
                                **({victim.grpc: victim_compiles} if victim else {})},
         "keys_compiled_by_several_daemons": sum(len(s) > 1 for s in compiled_by.values()),
+        "redis_errors_by_daemon": {a: int(s["redis_errors"]) for a, s in stats.items()},
         "hit_ratio_after_warmup": sum(r.tier != "compiled" and not r.error for r in after) / max(1, len(after)),
         "fresh_kernels": sum(r.tier == "compiled" for r in after),
         "phases": phases, "kill": kill,

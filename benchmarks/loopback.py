@@ -135,17 +135,17 @@ class DaemonProcess:
 
 
 def start_daemons(n: int, redis_url: str | None, workers: int = 1, compiler: str | None = None,
-                  cache_root: str | Path | None = None) -> list[DaemonProcess]:
+                  cache_root: str | Path | None = None, extra: tuple[str, ...] = ()) -> list[DaemonProcess]:
     """`n` daemons (`despina serve` on free loopback ports), started at once; each is healthy on return.
     `compiler` is an entry point (FAKE_COMPILER: the tests' fake backend), None the NVPTX backend;
-    `cache_root` holds a disk-cache folder per daemon (None: no disk tier)."""
+    `cache_root` holds a disk-cache folder per daemon (None: no disk tier); `extra` more flags."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "tests"), os.environ.get("PYTHONPATH")])))
     daemons = []
     for _ in range(n):
         grpc_port, http_port = free_port(), free_port()
         cmd = [sys.executable, "-c", "from despina.cli import main; main()", "serve", "--host", "127.0.0.1",
                "--grpc-port", str(grpc_port), "--http-port", str(http_port), "--workers", str(workers),
-               "--log-level", "WARNING"]
+               "--log-level", "WARNING", *extra]
         cmd += ["--redis-url", redis_url] if redis_url else []
         cmd += ["--compiler", compiler] if compiler else []
         cmd += ["--cache-dir", str(Path(cache_root) / f"daemon-{http_port}")] if cache_root else ["--no-disk-cache"]

@@ -53,6 +53,10 @@ PREFIX = "despina:v2:"
 # Renew or delete the lease only while it is still ours: after an expiry another daemon may hold it.
 _RENEW = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0"
 _RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
+# The lease only where no entry is stored: a daemon that missed before another stored the kernel and let
+# its lease go would compile it again (1: leased, 0: held or stored). Both keys share a hash tag.
+_ACQUIRE = ("if redis.call('exists', KEYS[1]) == 1 then return 0 end "
+            "if redis.call('set', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end return 0")
 # A lease no daemon set (no expiry, or a longer one than ARGV[1] ms) goes: it would hold its key forever.
 _PLANTED = ("local t = redis.call('pttl', KEYS[1]) if t == -1 or t > tonumber(ARGV[1]) then "
             "return redis.call('del', KEYS[1]) end return 0")
@@ -180,9 +184,11 @@ class RedisTier:
     # ---- single-flight ------------------------------------------------------------------------
 
     async def acquire(self, key: str, owner: str) -> bool | None:
-        """True: this daemon compiles `key`; False: another does; None: Redis did not answer."""
-        got = await self._call("lease", lambda: self.client.set(name("lease", key), owner, nx=True, px=self.lease_ms))
-        return None if got is FAILED else bool(got)
+        """True: this daemon compiles `key`; False: another does, or did (`wait` then finds its entry);
+        None: Redis did not answer."""
+        names = (name("kernel", key), name("lease", key))
+        got = await self._call("lease", lambda: self.client.eval(_ACQUIRE, 2, *names, owner, self.lease_ms))
+        return None if got is FAILED else got == 1
 
     async def renew(self, key: str, owner: str) -> None:
         await self._call("lease", lambda: self.client.eval(_RENEW, 1, name("lease", key), owner, self.lease_ms))
