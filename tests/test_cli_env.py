@@ -44,7 +44,7 @@ def test_environment_beats_default_and_command_line_beats_environment(monkeypatc
                                               "--name": "TOOL_NAME", "--secret-knob": "DESPINA_SECRET_KNOB"}
     args = parser().parse_args(["--worker-count", "2", "--mode", "fast"])
     assert (args.worker_count, args.mode) == (2, "fast")
-    assert getattr(args, cli_env.SOURCES) == {"--name": "TOOL_NAME"}
+    assert getattr(args, cli_env.SOURCES) == {"--name": "TOOL_NAME", "--secret-knob": "DESPINA_SECRET_KNOB"}
 
 
 @pytest.mark.parametrize("value, verbose", [("1", True), ("TRUE", True), ("on", True), ("yes", True),
