@@ -25,6 +25,10 @@ class ServiceConfig:
     # The address-space cap (RLIMIT_AS) of each compile worker; 0: none. A kernel past it is
     # RESOURCE_EXHAUSTED, and its worker is replaced.
     worker_memory_bytes: int = 4 * GiB
+    # Extra compile workers started while every worker has been busy for `slow_compile_s` and requests
+    # wait (so that slow compiles do not hold up the rest); the pool shrinks back once they are over.
+    extra_workers: int = 1
+    slow_compile_s: float = 2.0
     # "module:function" taking (module, target=, num_warps=, num_stages=) and returning an object
     # with `.asm` (stage -> text or bytes) and `.metadata` (a JSON-able dict).
     compiler: str = DEFAULT_COMPILER

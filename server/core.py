@@ -146,7 +146,7 @@ class CompileService:
                                    cluster=config.redis_cluster)
         self.admin = CacheAdmin(self.memory, self.disk, self.redis)
         self.pool = CompilePool(config.workers, config.compiler, config.compile_timeout_s, self.metrics,
-                                config.worker_memory_bytes)
+                                config.worker_memory_bytes, config.extra_workers, config.slow_compile_s)
         self.intake = Intake(self.pool, config.checks_per_client, 4 * config.max_ir_bytes)
         # Execute's GPU worker, started by the first Execute. The host check (no /dev/nvidiactl, no
         # cuda-bindings) is for the real executor; a test's executor decides for itself.

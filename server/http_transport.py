@@ -44,11 +44,11 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from despina.compiler.ir.types import SCALAR_NAMES
 
-from . import auth, http_docs, ui
+from . import auth, http_body, http_docs, ui
 from .cache.entry import TEXT_STAGES
 from .core import (
     MAX_DRIVER_VERSION,
@@ -66,7 +66,6 @@ from .errors import (
     MethodNotAllowed,
     NotFound,
     PermissionDenied,
-    ResourceExhausted,
     ServiceError,
 )
 from .execute import MAX_DIMS, Argument, Buffer
@@ -326,9 +325,10 @@ class Guard:
     (unless `protect_docs`) /metrics and the documentation pages."""
 
     def __init__(self, app: ASGIApp, token: str | None, max_bytes: int, protect_docs: bool = False,
-                 refuse: Callable[[ServiceError], ServiceError] = lambda e: e) -> None:
+                 refuse: Callable[[ServiceError], ServiceError] = lambda e: e, max_ir_bytes: int = 8 << 20,
+                 body_timeout_s: float = 60.0) -> None:
         self.app, self.token, self.max_bytes, self.refuse = app, token, max_bytes, refuse
-        self.protect_docs = protect_docs
+        self.protect_docs, self.max_ir_bytes, self.body_timeout_s = protect_docs, max_ir_bytes, body_timeout_s
 
     def _open(self, path: str) -> bool:
         return path in OPEN or (not self.protect_docs and (path in DOCS_AND_METRICS or http_docs.is_docs_path(path)))
@@ -337,7 +337,7 @@ class Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = dict(scope["headers"])
+        headers, path = dict(scope["headers"]), scope["path"]
         try:
             if ui.is_viewer_path(scope["path"]):
                 refused = ui.refusal(scope, self.token)
@@ -350,11 +350,11 @@ class Guard:
                                    self.token)
             if scope["method"] == "DELETE" and self.token is None:
                 raise PermissionDenied(auth.DELETE_NEEDS_TOKEN)
-            length = headers.get(b"content-length")
-            if length is not None and (not length.isdigit() or int(length) > self.max_bytes):
-                raise self._too_large(length.decode("latin-1"))
-            if length is None and scope["method"] in ("POST", "PUT", "PATCH"):
-                receive = await self._buffered(receive)
+            length, most = headers.get(b"content-length"), http_body.limit(path, self.max_bytes, self.max_ir_bytes)
+            if length is not None and (not length.isdigit() or int(length) > most[0]):
+                raise http_body.too_large(length.decode("latin-1"), most, path)
+            if scope["method"] in ("POST", "PUT", "PATCH"):
+                receive = await http_body.read(receive, most, self.body_timeout_s, path)
         except ServiceError as e:
             note(scope, code=e.code)
             await _error(self.refuse(e))(scope, receive, send)
@@ -362,41 +362,14 @@ class Guard:
         with Intake.client_is(scope["client"][0] if scope.get("client") else ""):
             await self.app(scope, receive, send)
 
-    def _too_large(self, size: str) -> ResourceExhausted:
-        return ResourceExhausted(f"the request body is {size} bytes; this daemon accepts at most {self.max_bytes}"
-                                 " (despina serve --max-request-bytes)")
-
-    async def _buffered(self, receive: Receive) -> Receive:
-        """Read a body of unknown length up to the limit, then hand it on as one message."""
-        chunks, size, more = [], 0, True
-        while more:
-            message = await receive()
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_bytes:
-                raise self._too_large(f"more than {size}")
-            chunks.append(chunk)
-            more = message.get("more_body", False)
-        body: Message = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
-        sent = False
-
-        async def replay() -> Message:
-            nonlocal sent
-            if sent:
-                return await receive()
-            sent = True
-            return body
-
-        return replay
-
-
 def create_app(service: CompileService, token: str | None = None, protect_docs: bool = False) -> FastAPI:
     app = FastAPI(title="Despina compilation service", version="1", description=__doc__, docs_url=None,
                   redoc_url=None)
     http_docs.add_docs(app)
     app.state.sampler = ui.add_viewer(app, service, token)  # the daemon runs it (main.serve)
     app.add_middleware(Guard, token=token, max_bytes=service.config.max_request_bytes, protect_docs=protect_docs,
-                       refuse=service.refused)
+                       refuse=service.refused, max_ir_bytes=service.config.max_ir_bytes,
+                       body_timeout_s=service.config.http_body_timeout_s)
     app.add_middleware(AccessLog)  # outermost: it sees the Guard's refusals too
 
     def answer(request: Request, e: ServiceError) -> JSONResponse:

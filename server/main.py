@@ -96,6 +96,11 @@ def _flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tls-key", default=None, help="... and this private key (PEM) (default: none)")
     p.add_argument("--compile-timeout", type=float, default=d.compile_timeout_s,
                    help=f"seconds one compilation may take before its worker is replaced (default: {d.compile_timeout_s:g})")
+    p.add_argument("--extra-workers", type=int, default=d.extra_workers,
+                   help="compile workers started beyond --workers while every worker is busy with a slow compile "
+                        f"and requests wait; 0: never (default: {d.extra_workers})")
+    p.add_argument("--slow-compile", type=float, default=d.slow_compile_s,
+                   help=f"seconds after which a busy worker counts as slow for --extra-workers (default: {d.slow_compile_s:g})")
     p.add_argument("--worker-memory", type=int, default=d.worker_memory_bytes,
                    help=f"address-space cap of each compile worker in bytes; 0: none (default: {d.worker_memory_bytes})")
     p.add_argument("--max-ir-bytes", type=int, default=d.max_ir_bytes,
@@ -166,6 +171,9 @@ def config_from(args: argparse.Namespace) -> ServiceConfig:
             raise UsageError(f"{flag} must be positive, got {value}")
     if args.redis_ttl > MAX_REDIS_TTL:
         raise UsageError(f"--redis-ttl is at most {MAX_REDIS_TTL} seconds, got {args.redis_ttl}")
+    _positive("--slow-compile", args.slow_compile)
+    if not 0 <= args.extra_workers <= MAX_WORKERS:
+        raise UsageError(f"--extra-workers must be 0 to {MAX_WORKERS}, got {args.extra_workers}")
     if args.worker_memory < 0:
         raise UsageError(f"--worker-memory must be 0 (no cap) or a number of bytes, got {args.worker_memory}")
     if not 1 <= args.workers <= MAX_WORKERS:
@@ -184,7 +192,7 @@ def config_from(args: argparse.Namespace) -> ServiceConfig:
     return ServiceConfig(
         redis_url=args.redis_url, workers=args.workers, compile_timeout_s=args.compile_timeout, compiler=args.compiler,
         redis_cluster=args.redis_cluster,
-        worker_memory_bytes=args.worker_memory,
+        worker_memory_bytes=args.worker_memory, extra_workers=args.extra_workers, slow_compile_s=args.slow_compile,
         redis_ttl_s=args.redis_ttl, max_ir_bytes=args.max_ir_bytes, max_request_bytes=args.max_request_bytes,
         checks_per_client=args.max_checks_per_client,
         disk_dir=disk_dir, disk_bytes=args.cache_max_bytes,

@@ -157,14 +157,23 @@ class _Worker:
 
 
 class CompilePool:
-    def __init__(self, size: int, compiler: str, timeout_s: float, metrics: Metrics, memory_bytes: int = 0) -> None:
+    """`size` workers, and up to `extra` more while every worker has been busy for `slow_after_s` and
+    requests wait: a few slow compiles then hold up only themselves, not every other request. The pool
+    shrinks back to `size` as workers finish once nobody waits and no slow compile is left."""
+
+    def __init__(self, size: int, compiler: str, timeout_s: float, metrics: Metrics, memory_bytes: int = 0,
+                 extra: int = 1, slow_after_s: float = 2.0) -> None:
         self.size = size
+        self.extra, self.slow_after_s = extra, slow_after_s
         self.memory_bytes = memory_bytes
         self.compiler = compiler
         self.timeout_s = timeout_s
         self.metrics = metrics
         self.workers: list[_Worker] = []
         self._idle: asyncio.Queue[_Worker] = asyncio.Queue()
+        self._busy: dict[_Worker, float] = {}  # since when
+        self._waiting = 0
+        self._starting = False
         self._closing = False
 
     async def start(self) -> None:
@@ -191,6 +200,7 @@ class CompilePool:
             self.workers.remove(worker)
 
     def _replace(self, worker: _Worker) -> None:
+        self._busy.pop(worker, None)
         self._drop(worker)
         self.metrics.workers_replaced.inc()
         if not self._closing:
@@ -202,12 +212,56 @@ class CompilePool:
     async def _take(self) -> _Worker:
         """An idle worker that is alive: one killed while idle (by an operator, the OOM killer) is replaced
         here instead of failing the compile sent to it."""
-        while True:
-            worker = await self._idle.get()
-            if worker.process.is_alive():
-                return worker
-            log.warning("compile worker %d died while idle (%s); replacing it", worker.pid, worker.exit_reason())
-            self._replace(worker)
+        self._waiting += 1
+        start = time.monotonic()
+        try:
+            while True:
+                worker = await self._next_idle()
+                if worker.process.is_alive():
+                    self._busy[worker] = time.monotonic()
+                    return worker
+                log.warning("compile worker %d died while idle (%s); replacing it", worker.pid, worker.exit_reason())
+                self._replace(worker)
+        finally:
+            self._waiting -= 1
+            self.metrics.worker_wait_seconds.observe(time.monotonic() - start)
+
+    async def _next_idle(self) -> _Worker:
+        getter = asyncio.ensure_future(self._idle.get())
+        try:
+            while not (await asyncio.wait({getter}, timeout=self.slow_after_s))[0]:
+                self._burst()
+        except asyncio.CancelledError:
+            if getter.done() and not getter.cancelled():
+                self._idle.put_nowait(getter.result())  # the caller left as a worker came free: keep it
+            getter.cancel()
+            raise
+        return getter.result()
+
+    def _burst(self) -> None:
+        now = time.monotonic()
+        if (self._closing or self._starting or len(self.workers) >= self.size + self.extra
+                or any(now - since < self.slow_after_s for since in self._busy.values())):
+            return
+        log.info("every compile worker has been busy for over %gs and requests wait: starting an extra worker",
+                 self.slow_after_s)
+        self.metrics.workers_extra.inc()
+        self._starting = True
+        asyncio.ensure_future(self._spawn()).add_done_callback(self._started)
+
+    def _started(self, task: asyncio.Future[None]) -> None:
+        self._starting = False
+        if not task.cancelled():
+            task.exception()  # logged by _spawn; retrieved so that asyncio does not warn
+
+    def _release(self, worker: _Worker) -> None:
+        self._busy.pop(worker, None)
+        now = time.monotonic()
+        if (len(self.workers) > self.size and not self._waiting
+                and all(now - since < self.slow_after_s for since in self._busy.values())):
+            self._drop(worker)  # the slow compiles are over: back to `size` workers
+        else:
+            self._idle.put_nowait(worker)
 
     async def compile(self, ir: bytes, target: str, num_warps: int, num_stages: int) -> dict[str, Any]:
         """The worker's {"stages", "metadata", "seconds"}; `InvalidArgument` when the kernel does not
@@ -237,7 +291,7 @@ class CompilePool:
             self._replace(worker)
             raise ResourceExhausted(f"compiling kernel '{payload}' needed more than the {self._cap()} of memory a compile "
                                     "worker may use (despina serve --worker-memory); make its blocks smaller")
-        self._idle.put_nowait(worker)
+        self._release(worker)
         if status == "ok":
             result: dict[str, Any] = payload
             return result

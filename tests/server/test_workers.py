@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import time
 
 from despina.server.core import CompileRequest, CompileService
 from despina.server.config import ServiceConfig
@@ -26,6 +27,48 @@ def test_workers_killed_while_idle_are_replaced_and_the_next_compiles_succeed() 
                 assert (await service.compile(CompileRequest(vector_add_ir(salt=unique())))).tier == "compiled"
             assert not set(dead) & set(service.pool.pids()) and len(service.pool.pids()) == 2
             assert service.metrics.value("despina_workers_replaced_total") == 2
+        finally:
+            await service.close()
+
+    asyncio.run(main())
+
+
+def test_slow_compiles_on_every_worker_do_not_hold_up_a_fast_one() -> None:
+    """One worker busy with a 6 s compile: a fast compile (its IR check, then its compile) gets an extra
+    worker after --slow-compile (0.5 s) instead of waiting 6 s; the pool is back to one worker after."""
+
+    async def main() -> None:
+        service = CompileService(ServiceConfig(compiler=FAKE_COMPILER, workers=1, extra_workers=1, slow_compile_s=0.5))
+        await service.start()
+        try:
+            slow = asyncio.ensure_future(service.compile(CompileRequest(vector_add_ir(salt=unique(), fake_sleep=6))))
+            await asyncio.sleep(0.1)
+            start = time.monotonic()
+            fast = await service.compile(CompileRequest(vector_add_ir(salt=unique())))
+            waited = time.monotonic() - start
+            assert fast.tier == "compiled" and waited < 4.5, waited
+            assert not slow.done() and service.metrics.value("despina_workers_extra_total") == 1
+            assert len(service.pool.workers) == 2  # kept while the slow compile runs
+            assert (await slow).tier == "compiled"
+            assert len(service.pool.workers) == 1
+            assert service.metrics.value("despina_worker_wait_seconds_count") >= 2
+        finally:
+            await service.close()
+
+    asyncio.run(main())
+
+
+def test_no_extra_workers_means_waiting_behind_the_slow_compile() -> None:
+    async def main() -> None:
+        service = CompileService(ServiceConfig(compiler=FAKE_COMPILER, workers=1, extra_workers=0, slow_compile_s=0.2))
+        await service.start()
+        try:
+            slow = asyncio.ensure_future(service.compile(CompileRequest(vector_add_ir(salt=unique(), fake_sleep=2))))
+            await asyncio.sleep(0.1)
+            start = time.monotonic()
+            await service.compile(CompileRequest(vector_add_ir(salt=unique())))
+            assert time.monotonic() - start > 1.5 and slow.done()
+            assert service.metrics.value("despina_workers_extra_total") == 0
         finally:
             await service.close()
 

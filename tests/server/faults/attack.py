@@ -7,9 +7,8 @@ import time
 
 import grpc
 
-from despina.proto import ir_pb2
+from despina.proto import ir_pb2, service_pb2_grpc
 from despina.proto import service_pb2 as pb
-from despina.proto import service_pb2_grpc
 
 MB = 1 << 20
 
