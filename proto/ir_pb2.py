@@ -14,7 +14,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16\x64\x65spina/proto/ir.proto\x12\rdespina.ir.v1\"\xb6\x01\n\x06Module\x12\x16\n\x0eschema_version\x18\x01 \x01(\r\x12\x12\n\nir_version\x18\x02 \x01(\r\x12\'\n\x05\x61ttrs\x18\x03 \x03(\x0b\x32\x18.despina.ir.v1.NamedAttr\x12*\n\tfunctions\x18\x04 \x03(\x0b\x32\x17.despina.ir.v1.Function\x12+\n\tlocations\x18\x05 \x01(\x0b\x32\x18.despina.ir.v1.Locations\"{\n\x08\x46unction\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\"\n\x04\x62ody\x18\x02 \x01(\x0b\x32\x14.despina.ir.v1.Block\x12\x11\n\targ_names\x18\x03 \x03(\t\x12\x14\n\x0cresult_types\x18\x04 \x03(\t\x12\x0e\n\x06kernel\x18\x05 \x01(\x08J\x04\x08\x06\x10\x07\":\n\x05\x42lock\x12\x11\n\targ_types\x18\x01 \x03(\t\x12\x1e\n\x03ops\x18\x02 \x03(\x0b\x32\x11.despina.ir.v1.Op\"\x90\x01\n\x02Op\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08operands\x18\x02 \x03(\r\x12\x14\n\x0cresult_types\x18\x03 \x03(\t\x12\'\n\x05\x61ttrs\x18\x04 \x03(\x0b\x32\x18.despina.ir.v1.NamedAttr\x12%\n\x07regions\x18\x05 \x03(\x0b\x32\x14.despina.ir.v1.BlockJ\x04\x08\x06\x10\x07\"=\n\tNamedAttr\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\"\n\x05value\x18\x02 \x01(\x0b\x32\x13.despina.ir.v1.Attr\"\xec\x01\n\x04\x41ttr\x12\x13\n\tint_value\x18\x01 \x01(\x12H\x00\x12\x14\n\nuint_value\x18\x02 \x01(\x04H\x00\x12\x15\n\x0b\x66loat_value\x18\x03 \x01(\x01H\x00\x12\x13\n\tstr_value\x18\x04 \x01(\tH\x00\x12\x14\n\nbool_value\x18\x05 \x01(\x08H\x00\x12*\n\nnone_value\x18\x06 \x01(\x0b\x32\x14.despina.ir.v1.EmptyH\x00\x12\x14\n\ntype_value\x18\x07 \x01(\tH\x00\x12-\n\nlist_value\x18\x08 \x01(\x0b\x32\x17.despina.ir.v1.AttrListH\x00\x42\x06\n\x04kind\"\x07\n\x05\x45mpty\".\n\x08\x41ttrList\x12\"\n\x05items\x18\x01 \x03(\x0b\x32\x13.despina.ir.v1.Attr\"+\n\tLocations\x12\r\n\x05\x66iles\x18\x01 \x03(\t\x12\x0f\n\x07\x65ntries\x18\x02 \x03(\rb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16\x64\x65spina/proto/ir.proto\x12\rdespina.ir.v1\"\xe1\x01\n\x06Module\x12\x16\n\x0eschema_version\x18\x01 \x01(\r\x12\x12\n\nir_version\x18\x02 \x01(\r\x12\'\n\x05\x61ttrs\x18\x03 \x03(\x0b\x32\x18.despina.ir.v1.NamedAttr\x12*\n\tfunctions\x18\x04 \x03(\x0b\x32\x17.despina.ir.v1.Function\x12+\n\tlocations\x18\x05 \x01(\x0b\x32\x18.despina.ir.v1.Locations\x12)\n\x06source\x18\x06 \x01(\x0b\x32\x19.despina.ir.v1.SourceText\"{\n\x08\x46unction\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\"\n\x04\x62ody\x18\x02 \x01(\x0b\x32\x14.despina.ir.v1.Block\x12\x11\n\targ_names\x18\x03 \x03(\t\x12\x14\n\x0cresult_types\x18\x04 \x03(\t\x12\x0e\n\x06kernel\x18\x05 \x01(\x08J\x04\x08\x06\x10\x07\":\n\x05\x42lock\x12\x11\n\targ_types\x18\x01 \x03(\t\x12\x1e\n\x03ops\x18\x02 \x03(\x0b\x32\x11.despina.ir.v1.Op\"\x90\x01\n\x02Op\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08operands\x18\x02 \x03(\r\x12\x14\n\x0cresult_types\x18\x03 \x03(\t\x12\'\n\x05\x61ttrs\x18\x04 \x03(\x0b\x32\x18.despina.ir.v1.NamedAttr\x12%\n\x07regions\x18\x05 \x03(\x0b\x32\x14.despina.ir.v1.BlockJ\x04\x08\x06\x10\x07\"=\n\tNamedAttr\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\"\n\x05value\x18\x02 \x01(\x0b\x32\x13.despina.ir.v1.Attr\"\xec\x01\n\x04\x41ttr\x12\x13\n\tint_value\x18\x01 \x01(\x12H\x00\x12\x14\n\nuint_value\x18\x02 \x01(\x04H\x00\x12\x15\n\x0b\x66loat_value\x18\x03 \x01(\x01H\x00\x12\x13\n\tstr_value\x18\x04 \x01(\tH\x00\x12\x14\n\nbool_value\x18\x05 \x01(\x08H\x00\x12*\n\nnone_value\x18\x06 \x01(\x0b\x32\x14.despina.ir.v1.EmptyH\x00\x12\x14\n\ntype_value\x18\x07 \x01(\tH\x00\x12-\n\nlist_value\x18\x08 \x01(\x0b\x32\x17.despina.ir.v1.AttrListH\x00\x42\x06\n\x04kind\"\x07\n\x05\x45mpty\".\n\x08\x41ttrList\x12\"\n\x05items\x18\x01 \x03(\x0b\x32\x13.despina.ir.v1.Attr\"+\n\tLocations\x12\r\n\x05\x66iles\x18\x01 \x03(\t\x12\x0f\n\x07\x65ntries\x18\x02 \x03(\r\"=\n\nSourceText\x12\x0c\n\x04\x66ile\x18\x01 \x01(\r\x12\x12\n\nfirst_line\x18\x02 \x01(\r\x12\r\n\x05lines\x18\x03 \x03(\tb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -22,21 +22,23 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'despina.proto.ir_pb2', _glo
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_MODULE']._serialized_start=42
-  _globals['_MODULE']._serialized_end=224
-  _globals['_FUNCTION']._serialized_start=226
-  _globals['_FUNCTION']._serialized_end=349
-  _globals['_BLOCK']._serialized_start=351
-  _globals['_BLOCK']._serialized_end=409
-  _globals['_OP']._serialized_start=412
-  _globals['_OP']._serialized_end=556
-  _globals['_NAMEDATTR']._serialized_start=558
-  _globals['_NAMEDATTR']._serialized_end=619
-  _globals['_ATTR']._serialized_start=622
-  _globals['_ATTR']._serialized_end=858
-  _globals['_EMPTY']._serialized_start=860
-  _globals['_EMPTY']._serialized_end=867
-  _globals['_ATTRLIST']._serialized_start=869
-  _globals['_ATTRLIST']._serialized_end=915
-  _globals['_LOCATIONS']._serialized_start=917
-  _globals['_LOCATIONS']._serialized_end=960
+  _globals['_MODULE']._serialized_end=267
+  _globals['_FUNCTION']._serialized_start=269
+  _globals['_FUNCTION']._serialized_end=392
+  _globals['_BLOCK']._serialized_start=394
+  _globals['_BLOCK']._serialized_end=452
+  _globals['_OP']._serialized_start=455
+  _globals['_OP']._serialized_end=599
+  _globals['_NAMEDATTR']._serialized_start=601
+  _globals['_NAMEDATTR']._serialized_end=662
+  _globals['_ATTR']._serialized_start=665
+  _globals['_ATTR']._serialized_end=901
+  _globals['_EMPTY']._serialized_start=903
+  _globals['_EMPTY']._serialized_end=910
+  _globals['_ATTRLIST']._serialized_start=912
+  _globals['_ATTRLIST']._serialized_end=958
+  _globals['_LOCATIONS']._serialized_start=960
+  _globals['_LOCATIONS']._serialized_end=1003
+  _globals['_SOURCETEXT']._serialized_start=1005
+  _globals['_SOURCETEXT']._serialized_end=1066
 # @@protoc_insertion_point(module_scope)

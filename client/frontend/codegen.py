@@ -25,7 +25,7 @@ from despina.language.semantic import to_tensor
 
 from .control_flow import ControlFlow, LoopExit
 from .errors import CompilationError
-from .source import Source
+from .source import Source, source_text
 
 _BINOPS: dict[type, Any] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
@@ -471,4 +471,5 @@ def generate_module(jitfn: Any, params: list[tuple[str, Any]], debug: bool, attr
     result = ctx.generate(jitfn, params, kernel=True)
     ctx.module.functions.insert(0, result.function)
     ctx.module.attrs.update(attrs or {})
+    ctx.module.source = source_text(jitfn.source, [key[0].source for key in ctx.helpers])
     return ctx.module, ctx.used_globals

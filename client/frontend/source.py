@@ -10,6 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from despina.compiler.ir.core import SourceText
+from despina.compiler.ir.verifier import MAX_SOURCE_BYTES, MAX_SOURCE_LINES
+
 from .errors import CompilationError
 
 
@@ -47,6 +50,34 @@ class Source:
     def line_text(self, line: int) -> str | None:
         text = linecache.getline(self.file, line)
         return text or None
+
+    @property
+    def last_line(self) -> int:
+        return self.first_line + (self.tree.end_lineno or self.tree.lineno) - 1
+
+
+def source_text(kernel: Source, helpers: list[Source]) -> SourceText | None:
+    """The lines of the kernel's file that the module carries for a viewer of its stages (`Module.source`):
+    from the first line of the kernel and its helpers in that file to the last, when that fits the
+    verifier's bounds (MAX_SOURCE_LINES lines, MAX_SOURCE_BYTES bytes), else the kernel's own lines, cut
+    to those bounds; None when the file cannot be read again."""
+    lines = [line.rstrip("\r\n") for line in linecache.getlines(kernel.file)]
+    if not lines:
+        return None
+    same_file = [kernel] + [h for h in helpers if h.file == kernel.file]
+    for spans in (same_file, [kernel]):
+        first, last = min(s.first_line for s in spans), max(s.last_line for s in spans)
+        text = lines[first - 1 : last]
+        if len(text) <= MAX_SOURCE_LINES and sum(len(t.encode("utf-8", "replace")) for t in text) <= MAX_SOURCE_BYTES:
+            return SourceText(kernel.file, first, tuple(text))
+    kept: list[str] = []
+    size = 0
+    for t in lines[kernel.first_line - 1 : kernel.first_line - 1 + MAX_SOURCE_LINES]:
+        size += len(t.encode("utf-8", "replace"))
+        if size > MAX_SOURCE_BYTES:
+            break
+        kept.append(t)
+    return SourceText(kernel.file, kernel.first_line, tuple(kept))
 
 
 def _no_source(fn: Callable[..., Any], exc: OSError) -> CompilationError:

@@ -6,10 +6,13 @@
 
 Values travel as numbers in order of definition (as the printer numbers them), types as their
 printed text. Source locations travel in a table of their own (`Module.locations`, each file
-once), which `key_bytes` leaves out: a cache key names the kernel, not the checkout it came from. `decode` checks only what it needs to build the objects (the schema version,
-well-formed types and attributes, every value reference pointing at a value defined before it);
-it may return a module that is still malformed (an unknown op, a value used out of its scope),
-which is what `verifier.verify` is for.
+once), and the kernel's source lines in another (`Module.source`, for a viewer of the stages), which
+`key_bytes` both leaves out: a cache key names the kernel, not the checkout it came from. A module
+without source text (an older client's) decodes with `source` None; an older decoder skips it.
+`decode` checks only what it needs to build the objects (the schema version, well-formed types and
+attributes, every value reference pointing at a value defined before it); it may return a module
+that is still malformed (an unknown op, a value used out of its scope), which is what
+`verifier.verify` is for.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any, NoReturn
 
 from despina.proto import ir_pb2 as pb
 
-from .core import Block, Function, IRError, Loc, Module, Op, Value
+from .core import Block, Function, IRError, Loc, Module, Op, SourceText, Value
 from .types import PointerType, ScalarType, TileType, Type, parse_type
 from .verifier import MAX_ATTR_DEPTH, MAX_ATTR_LIST, MAX_FUNCTIONS, MAX_REGION_DEPTH, MAX_TYPE_TEXT
 from .wire import IRDecodeError, census, varint
@@ -45,7 +48,11 @@ class _Encoder:
         self.attrs(m.attrs, msg.attrs)
         for fn in m.functions:
             self.function(fn, msg.functions.add())
-        if self.entries:
+        if m.source is not None:
+            msg.source.file = self.files.setdefault(m.source.file, len(self.files))
+            msg.source.first_line = m.source.first_line
+            msg.source.lines.extend(m.source.lines)
+        if self.files:
             msg.locations.files.extend(self.files)
             msg.locations.entries.extend(self.entries)
         return msg
@@ -164,7 +171,15 @@ class _Decoder:
         self.locations(msg.locations)
         attrs = self.attrs(msg.attrs)
         functions = [self.function(f) for f in msg.functions]
-        return Module(functions, attrs, msg.ir_version)
+        return Module(functions, attrs, msg.ir_version, self.source(msg))
+
+    def source(self, msg: Any) -> SourceText | None:
+        if not msg.HasField("source"):
+            return None
+        files = msg.locations.files
+        if msg.source.file >= len(files):
+            self.fail(f"the source text names file {msg.source.file}; the location table has {len(files)}")
+        return SourceText(files[msg.source.file], msg.source.first_line, tuple(msg.source.lines))
 
     def function(self, msg: Any) -> Function:
         self.where = f"function '{msg.name[:80]}'"
@@ -258,9 +273,9 @@ def decode(data: bytes) -> Module:
 
 
 def key_bytes(data: bytes) -> bytes:
-    """`data` without its location table: what a cache key hashes, so that one kernel traced from two
-    checkouts (or one path written two ways) gets one key. `IRDecodeError` for bytes whose top level
-    is not protobuf records.
+    """`data` without its location table and source text: what a cache key hashes, so that one kernel
+    traced from two checkouts (or one path written two ways) gets one key. `IRDecodeError` for bytes
+    whose top level is not protobuf records.
 
     Only the module's top-level records are read (a few per module; at most MAX_FUNCTIONS functions
     and MAX_ATTR_LIST attributes), each skipped by its length: the cost does not grow with the ops,
@@ -286,11 +301,11 @@ def key_bytes(data: bytes) -> bytes:
             raise IRDecodeError(f"not a serialized despina.ir.v1.Module: wire type {wire} at byte {start}")
         if i > n:
             raise IRDecodeError(f"not a serialized despina.ir.v1.Module: a record at byte {start} runs past the end")
-        if tag >> 3 != _LOCATIONS:
+        if tag >> 3 not in _LEFT_OUT:
             kept.append(data[start:i])
     return b"".join(kept)
 
 
-_LOCATIONS = pb.Module.DESCRIPTOR.fields_by_name["locations"].number
-_MAX_TOP_LEVEL = 2 + MAX_FUNCTIONS + MAX_ATTR_LIST + 1  # versions, functions, attributes, locations
+_LEFT_OUT = {pb.Module.DESCRIPTOR.fields_by_name[name].number for name in ("locations", "source")}
+_MAX_TOP_LEVEL = 2 + MAX_FUNCTIONS + MAX_ATTR_LIST + 2  # versions, functions, attributes, locations, source
 

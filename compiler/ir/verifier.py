@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from .attrs import attrs_error
-from .core import IR_VERSION, Block, Function, IRError, Loc, Module, Op, Value
+from .core import IR_VERSION, Block, Function, IRError, Loc, Module, Op, SourceText, Value
 from .ops import OPS, OpDef, infer
 from .types import SCALAR_NAMES, PointerType, ScalarType, TileType, Type, elem_of
 
@@ -35,6 +35,8 @@ MAX_STRING = 65536  # characters of one string (attribute, file name, argument n
 MAX_SYMBOL = 1024  # characters of a function name (a PTX symbol)
 MAX_LOC = 2**32 - 1  # line and column numbers
 MAX_TYPE_TEXT = 256  # characters of a type's text form, as the parser and the decoder read it
+MAX_SOURCE_LINES = 4096  # lines of the kernel's source text a module carries (`Module.source`)
+MAX_SOURCE_BYTES = 256 * 1024  # UTF-8 bytes of those lines
 INT_MIN, INT_MAX = -(2**63), 2**64 - 1  # integer attributes: int64 and uint64 values
 
 # Function and attribute names: what the printer writes bare, so the text form can be read back.
@@ -126,6 +128,29 @@ def loc_error(loc: Any) -> str | None:
     return string_error(loc.file)
 
 
+def source_error(source: Any) -> str | None:
+    """Why `source` is not a `SourceText` within the limits, or None."""
+    if source is None:
+        return None
+    if not isinstance(source, SourceText) or not isinstance(source.lines, tuple):
+        return f"source {type(source).__name__} is not a SourceText"
+    if not _is_int(source.first_line) or not 1 <= source.first_line <= MAX_LOC - len(source.lines):
+        return f"the source text's first line must be an integer in [1, {MAX_LOC}], with its lines below that too"
+    if len(source.lines) > MAX_SOURCE_LINES:
+        return f"the source text holds {len(source.lines)} lines; at most {MAX_SOURCE_LINES}"
+    if not all(isinstance(line, str) for line in source.lines):
+        return "the source text's lines must be strings"
+    if any("\n" in line for line in source.lines):
+        return "a line of the source text holds a line break"
+    try:
+        size = sum(len(line.encode("utf-8")) for line in source.lines)
+    except UnicodeEncodeError:
+        return "the source text is not valid Unicode (lone surrogate)"
+    if size > MAX_SOURCE_BYTES:
+        return f"the source text holds {size} bytes; at most {MAX_SOURCE_BYTES}"
+    return string_error(source.file)
+
+
 def _symbol_error(name: Any) -> str | None:
     if not isinstance(name, str) or len(name) > MAX_SYMBOL or not SYMBOL.fullmatch(name):
         return (f"function name {str(name)[:80]!r} cannot be a GPU symbol: it must start with a letter, or with "
@@ -180,6 +205,8 @@ class _Verifier:
         self.attrs(m.attrs, None, "module attribute")
         if "version" in m.attrs:
             raise self.fail("module attribute 'version' is reserved for the IR version")
+        if err := source_error(m.source):
+            raise self.fail(err)
         if not isinstance(m.functions, list) or not 0 < len(m.functions) <= MAX_FUNCTIONS:
             raise self.fail(f"a module holds 1 to {MAX_FUNCTIONS} functions")
         for fn in m.functions:

@@ -5,10 +5,11 @@
 
 `codec.decode` runs it before protobuf parses anything, so that input past the verifier's limits
 (more than MAX_OPS ops, an op with more than MAX_OPERANDS operands, lists nested past MAX_ATTR_DEPTH,
-more than MAX_RECORDS records in all) is refused for the cost of reading its first records: an
-8 MiB module of empty ops is refused after 100,001 of them, before a single Python object is made
-for it. The scan follows proto/ir.proto's field numbers; a field of another number or wire type
-is skipped, as protobuf would keep it aside as an unknown field (and still counted as a record).
+more than MAX_RECORDS records in all, a source text past MAX_SOURCE_LINES or MAX_SOURCE_BYTES) is
+refused for the cost of reading its first records: an 8 MiB module of empty ops is refused after
+100,001 of them, before a single Python object is made for it. The scan follows proto/ir.proto's
+field numbers; a field of another number or wire type is skipped, as protobuf would keep it aside
+as an unknown field (and still counted as a record).
 """
 
 from __future__ import annotations
@@ -16,7 +17,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .core import IRError
-from .verifier import MAX_ATTR_DEPTH, MAX_ATTR_LIST, MAX_FUNCTIONS, MAX_OPERANDS, MAX_OPS, MAX_REGION_DEPTH
+from .verifier import (
+    MAX_ATTR_DEPTH,
+    MAX_ATTR_LIST,
+    MAX_FUNCTIONS,
+    MAX_OPERANDS,
+    MAX_OPS,
+    MAX_REGION_DEPTH,
+    MAX_SOURCE_BYTES,
+    MAX_SOURCE_LINES,
+)
 
 # Every record (field) of the message tree, nested ones included: what decoding allocates grows with
 # it. A module at MAX_OPS ops with a few operands, results and attributes each stays well under it.
@@ -41,6 +51,8 @@ class Census:
     ops: int = 0
     values: int = 0  # block arguments and op results
     records: int = 0
+    source_lines: int = 0
+    source_bytes: int = 0  # of the source text's records
 
 
 def census(data: bytes) -> Census:
@@ -129,6 +141,13 @@ class _Scan:
                 entries = self.numbers(self.fields(start, stop), 2)
                 if entries > MAX_LOCATION_NUMBERS:
                     raise self.fail(f"a location table of more than {MAX_LOCATION_NUMBERS} numbers")
+            elif f == 6:  # protobuf merges repeated records of it: their sum is the source text
+                self.found.source_bytes += stop - start
+                if self.found.source_bytes > MAX_SOURCE_BYTES + 4 * MAX_SOURCE_LINES + 16:  # and line headers
+                    raise self.fail(f"a source text of more than {MAX_SOURCE_BYTES} bytes")
+                self.found.source_lines += sum(1 for g, _, _, _ in self.fields(start, stop) if g == 3)
+                if self.found.source_lines > MAX_SOURCE_LINES:
+                    raise self.fail(f"a source text of more than {MAX_SOURCE_LINES} lines")
 
     def function(self, i: int, end: int) -> None:
         fields = self.fields(i, end, _MOST_FIELDS, "a function")

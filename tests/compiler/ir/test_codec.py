@@ -17,7 +17,7 @@ from strategies import modules
 
 from despina.compiler.ir.builder import Builder
 from despina.compiler.ir.codec import SCHEMA_VERSION, IRDecodeError, decode, encode, key_bytes
-from despina.compiler.ir.core import Block, Function, IRError, Loc, Module, Op
+from despina.compiler.ir.core import Block, Function, IRError, Loc, Module, Op, SourceText
 from despina.compiler.ir.hashing import module_hash
 from despina.compiler.ir.parser import parse_module
 from despina.compiler.ir.printer import print_module
@@ -145,7 +145,7 @@ def test_key_bytes_read_only_the_top_level() -> None:
     msg = pb.Module(schema_version=SCHEMA_VERSION)
     for _ in range(6000):
         msg.functions.add()
-    with pytest.raises(IRDecodeError, match="more than 5123 functions and module attributes"):
+    with pytest.raises(IRDecodeError, match="more than 5124 functions and module attributes"):
         key_bytes(msg.SerializeToString())
 
 
@@ -325,3 +325,16 @@ def test_regenerating_ir_pb2_is_a_no_op(tmp_path: Path) -> None:
         assert generated == checked_in
     else:  # another protoc writes other wrapper code around the same descriptor
         assert serialized_descriptor(generated) == serialized_descriptor(checked_in)
+
+
+def test_the_source_text_travels_beside_the_locations_and_stays_out_of_the_key() -> None:
+    m = relocated(sample(), "/home/a/k.py")
+    m.source = SourceText("/home/a/k.py", 3, ("@despina.jit", "def k(x, n):", "    pass"))
+    back = decode(encode(m))
+    assert back.source == m.source and decode(encode(sample())).source is None
+    moved = relocated(sample(), "/srv/b/k.py")
+    moved.source = SourceText("/srv/b/k.py", 9, ("# another checkout, another text",))
+    assert encode(m) != encode(moved) and key_bytes(encode(m)) == key_bytes(encode(moved)) == key_bytes(encode(sample()))
+    msg = message_of(m)
+    msg.source.file = 4
+    assert "the source text names file 4; the location table has 1" in decode_error(msg)

@@ -10,7 +10,7 @@ from strategies import attr_values, modules, types
 
 from despina.compiler.ir import verifier
 from despina.compiler.ir.builder import Builder
-from despina.compiler.ir.core import IR_VERSION, Block, Function, IRError, Loc, Module, Op, Value
+from despina.compiler.ir.core import IR_VERSION, Block, Function, IRError, Loc, Module, Op, SourceText, Value
 from despina.compiler.ir.ops import OPS
 from despina.compiler.ir.types import PointerType, ScalarType, TileType, Type, float32, int1, int8, int32, int64
 from despina.compiler.ir.verifier import MAX_REGION_DEPTH, MAX_TILE_NUMEL, VerificationError, verify
@@ -133,6 +133,27 @@ def test_module_attributes(attrs: dict[Any, Any], message: str) -> None:
 def test_valid_module_attributes() -> None:
     m = kernel()
     m.attrs = {"a": [None, True, 2**64 - 1, -(2**63), 1.5, "é", float32, (1, 2)]}
+    verify(m)
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        (SourceText("k.py", 0, ("x",)), "first line must be an integer in [1, "),
+        (SourceText("k.py", 1, ("x",) * (verifier.MAX_SOURCE_LINES + 1)), "lines; at most 4096"),
+        (SourceText("k.py", 1, ("x" * (verifier.MAX_SOURCE_BYTES + 1),)), "bytes; at most 262144"),
+        (SourceText("k.py", 1, ("a\nb",)), "holds a line break"),
+        (SourceText("k.py", 1, ("\ud800",)), "lone surrogate"),
+        (SourceText("k.py", 1, ["x"]), "is not a SourceText"),  # type: ignore[arg-type]
+        (SourceText("x" * (verifier.MAX_STRING + 1), 1, ()), "string longer than"),
+        ("text", "str is not a SourceText"),
+    ],
+)
+def test_source_text_bounds(source: Any, message: str) -> None:
+    m = kernel()
+    m.source = source
+    fails(m, message)
+    m.source = SourceText("k.py", 3, ("@despina.jit", "def k(x):", "    pass"))
     verify(m)
 
 

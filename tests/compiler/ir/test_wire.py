@@ -10,7 +10,14 @@ from test_codec import sample
 
 from despina.compiler.ir.codec import decode, encode
 from despina.compiler.ir.core import Module
-from despina.compiler.ir.verifier import MAX_ATTR_LIST, MAX_OPERANDS, MAX_OPS, MAX_REGION_DEPTH
+from despina.compiler.ir.verifier import (
+    MAX_ATTR_LIST,
+    MAX_OPERANDS,
+    MAX_OPS,
+    MAX_REGION_DEPTH,
+    MAX_SOURCE_BYTES,
+    MAX_SOURCE_LINES,
+)
 from despina.compiler.ir.wire import MAX_RECORDS, IRDecodeError, census
 
 LIMIT = "the module is past the IR's limits"
@@ -126,3 +133,17 @@ def test_garbage_is_not_a_module() -> None:
     for junk in (b"\x22\x10abc", b"\x0b", b"\x22\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff"):
         with pytest.raises(IRDecodeError, match="not a serialized despina.ir.v1.Module"):
             census(junk)
+
+
+def test_a_source_text_past_its_bounds_is_refused_before_protobuf_reads_it() -> None:
+    base = module_of(op())
+    lines = b"".join(record(3, b"x") for _ in range(MAX_SOURCE_LINES + 1))
+    with pytest.raises(IRDecodeError, match=f"source text of more than {MAX_SOURCE_LINES} lines"):
+        census(base + record(6, lines))
+    halves = b"".join(record(3, b"x") for _ in range(MAX_SOURCE_LINES // 2 + 1))
+    with pytest.raises(IRDecodeError, match="source text of more than"):  # protobuf would merge the two
+        census(base + record(6, halves) + record(6, halves))
+    big = record(3, b"y" * (MAX_SOURCE_BYTES + 4 * MAX_SOURCE_LINES + 17))
+    with pytest.raises(IRDecodeError, match=f"source text of more than {MAX_SOURCE_BYTES} bytes"):
+        census(base + record(6, big))
+    assert census(base + record(6, record(3, b"ok") * 10)).ops == 1
