@@ -34,7 +34,7 @@ def test_slowloris_connections_are_closed_and_new_clients_served(tmp_path: Path)
             s.settimeout(2)
             try:
                 closed += s.recv(1) == b""
-            except (ConnectionResetError, socket.timeout):
+            except ConnectionResetError:
                 closed += 1
         assert closed == SLOW
         with httpx.Client(base_url=d.http, timeout=5) as http:
