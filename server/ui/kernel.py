@@ -140,7 +140,7 @@ def kernel_page(info: dict[str, Any], shown: dict[str, Shown], lines: dict[str, 
     """`info` as `CompileService.describe` gives it, each stage's text (or why there is none), the line
     table, and the other kernels of the same name (to diff with)."""
     ir = shown.get("ir", Shown(None)).text
-    body = (f'<h1 id="name">{e(info.get("name") or "(unnamed)")}</h1>{facts(info)}{resources(info.get("metadata", {}))}'
-            f'{specialization(ir)}<div class="viewer">{source(lines)}{stages(str(info["key"]), shown, lines)}</div>'
+    body = (f'<h1 id="name">{e(info.get("name") or "(unnamed)")}</h1><div class="top">{facts(info)}'
+            f'{resources(info.get("metadata", {}))}{specialization(ir)}</div><div class="viewer">{source(lines)}{stages(str(info["key"]), shown, lines)}</div>'
             f'{others(str(info["key"]), list(same_name))}')
     return page(str(info.get("name") or "kernel"), body, signed_in=signed_in)

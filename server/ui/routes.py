@@ -41,12 +41,10 @@ def _html(text: str, status: int = 200) -> HTMLResponse:
 
 
 async def lines_of(service: CompileService, key: str) -> dict[str, Any]:
-    """The kernel's line table (kernel.py's docstring has its form); an empty one where the daemon keeps none."""
-    get = getattr(service, "get_lines", None)  # the daemon serves line tables from issue 11's first item on
-    if get is None:
-        return {"source": None, "stages": {}}
+    """The kernel's line table (kernel.py's docstring has its form); an empty one when the daemon could not
+    read it (the page then shows the stages without links)."""
     try:
-        return dict(await get(key))
+        return await service.get_lines(key)
     except ServiceError:
         return {"source": None, "stages": {}}
 
