@@ -25,10 +25,12 @@ second daemon shares nothing and (4) reports the cross-daemon row as missing.
 from __future__ import annotations
 
 import argparse
+import cProfile
 import csv
+import io
 import json
 import os
-import shutil
+import pstats
 import subprocess
 import sys
 import tempfile
@@ -59,11 +61,19 @@ def client(flavor: str, size: int) -> dict[str, Any]:
     c = torch.empty((size, size), device="cuda", dtype=torch.float16)
     kernel = kernels.matmul_tuned_kernel
     torch.cuda.synchronize()
+    profile = cProfile.Profile() if os.environ.get("DESPINA_BENCH_PROFILE") else None
+    if profile is not None:
+        profile.enable()
     start = time.perf_counter()
     kernel[lambda m: (((size + m["BLOCK_M"] - 1) // m["BLOCK_M"]) * ((size + m["BLOCK_N"] - 1) // m["BLOCK_N"]),)](
         a, b, c, size, size, size, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
     torch.cuda.synchronize()
     wall = time.perf_counter() - start
+    if profile is not None:
+        profile.disable()
+        text = io.StringIO()
+        pstats.Stats(profile, stream=text).sort_stats("cumulative").print_stats(40)
+        Path(os.environ["DESPINA_BENCH_PROFILE"]).write_text(text.getvalue())
     torch.testing.assert_close(c, torch.matmul(a, b), rtol=2e-2, atol=0.25)
     return {"wall_s": round(wall, 4), "with_imports_s": round(wall + imports, 4), "winner": str(kernel.best_config)}
 
@@ -83,12 +93,6 @@ def times(result: dict[str, Any]) -> list[Any]:
     return [result["wall_s"], result["with_imports_s"]]
 
 
-def stats(http_port: int) -> dict[str, Any]:
-    import httpx
-
-    return dict(httpx.get(f"http://127.0.0.1:{http_port}/v1/stats", timeout=10).json())
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path(os.environ["OUT"]) if "OUT" in os.environ else None)
@@ -99,53 +103,50 @@ def main() -> None:
     if args.client:
         print(json.dumps(client(args.client, args.size)))
         return
-    from service import free_port, start_daemon
+    from loopback import RedisServer, start_daemons
 
     work = Path(tempfile.mkdtemp(prefix="despina-tune-bench-"))
     rows: list[list[Any]] = []
     triton = fresh("triton", args.size, {"TRITON_CACHE_DIR": str(work / "triton")})
     rows.append(["triton autotune, cold", *times(triton), "", "", triton.get("winner", "")])
-    redis = shutil.which(os.environ.get("DESPINA_REDIS_SERVER", "redis-server"))
-    redis_proc, redis_url = None, None
-    if redis:
-        port = free_port()
-        redis_proc = subprocess.Popen([redis, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
-                                       "no", "--dir", str(work)], stdout=subprocess.DEVNULL)
-        redis_url = f"redis://127.0.0.1:{port}/0"
-        time.sleep(0.5)
+    redis = RedisServer.start(work)
+    redis_url = redis.url if redis is not None else None
     daemons = []
     try:
-        first = start_daemon(redis_url, args.workers)
+        first, = start_daemons(1, redis_url, args.workers, cache_root=work)
         daemons.append(first)
-        env = {"DESPINA_SERVER": f"grpc://127.0.0.1:{first[1]}", "DESPINA_SERVER_REQUIRED": "1",
+        env = {"DESPINA_SERVER": first.grpc, "DESPINA_SERVER_REQUIRED": "1",
                "DESPINA_CACHE_DIR": str(work / "client-1")}
         cold = fresh("despina", args.size, env)
-        s = stats(first[2])
+        s = first.stats()
         rows.append(["despina through a daemon, cold", *times(cold), s.get("compiles"),
                      s.get("benchmarks"), cold.get("winner", "")])
         local = fresh("despina", args.size, {"DESPINA_CACHE_DIR": str(work / "client-local")})
         rows.append(["despina in-process, cold", *times(local), "", "", local.get("winner", "")])
+        profile = args.out / "second_client_profile.txt" if args.out is not None else work / "second_client_profile.txt"
         again = fresh("despina", args.size, dict(env, DESPINA_CACHE_DIR=str(work / "client-2")))
-        s2 = stats(first[2])
+        s2 = first.stats()
+        fresh("despina", args.size, dict(env, DESPINA_CACHE_DIR=str(work / "client-2b"),
+                                         DESPINA_BENCH_PROFILE=str(profile)))
+        print(f"the second client's first launch, profiled: {profile}")
         rows.append(["second client, same daemon", *times(again),
                      s2.get("compiles", 0) - s.get("compiles", 0), s2.get("benchmarks", 0) - s.get("benchmarks", 0),
                      again.get("winner", "")])
         if redis_url:
-            second = start_daemon(redis_url, args.workers)
+            second, = start_daemons(1, redis_url, args.workers, cache_root=work)
             daemons.append(second)
-            other = fresh("despina", args.size, dict(env, DESPINA_SERVER=f"grpc://127.0.0.1:{second[1]}",
+            other = fresh("despina", args.size, dict(env, DESPINA_SERVER=second.grpc,
                                                      DESPINA_CACHE_DIR=str(work / "client-3")))
-            s3 = stats(second[2])
+            s3 = second.stats()
             rows.append(["second client, another daemon on the same Redis", *times(other),
                          s3.get("compiles"), s3.get("benchmarks"), other.get("winner", "")])
         else:
             rows.append(["second client, another daemon on the same Redis", "no redis-server", "", "", "", ""])
     finally:
-        for proc, _, _ in daemons:
-            proc.terminate()
-            proc.wait(30)
-        if redis_proc is not None:
-            redis_proc.terminate()
+        for d in daemons:
+            d.stop()
+        if redis is not None:
+            redis.stop()
     header = ["run", "wall_s", "with imports", "daemon compiles", "daemon benchmarks", "winner"]
     print(f"\nautotune: tutorial matmul {args.size}^3 fp16, the 16 configs of kernels.TUNING_CONFIGS")
     for row in rows:

@@ -79,7 +79,7 @@ class RedisServer:
 
     @classmethod
     def start(cls, workdir: str | Path) -> RedisServer | None:
-        exe = shutil.which("redis-server")
+        exe = shutil.which(os.environ.get("DESPINA_REDIS_SERVER", "redis-server"))
         if exe is None:
             return None
         port = free_port()
