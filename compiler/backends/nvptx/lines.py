@@ -31,11 +31,20 @@ def source_file(module: Module) -> str | None:
     return module.kernel.loc.file if module.kernel.loc else None
 
 
+_UNSAFE = re.compile(r'[^\x20-\x7e]|["\\]')
+
+
+def path_parts(path: str) -> tuple[str, ...]:
+    """The components of `path` as the debug info writes them: printable ASCII, no quote or backslash
+    (each other character an underscore), so that no file name can break a `.file` directive."""
+    return tuple(_UNSAFE.sub("_", part) for part in PurePath(path).parts) or (_UNSAFE.sub("_", path),)
+
+
 def names_file(name: str, path: str) -> bool:
     """Whether `name`, a file as the debug info names it (the tail of its path that tells it apart,
     `lower/debuginfo.py`), is `path`."""
     tail = PurePath(name).parts
-    return bool(tail) and PurePath(path).parts[-len(tail):] == tail
+    return bool(tail) and path_parts(path)[-len(tail):] == tail
 
 
 def loc_lines(locs: Iterable[Loc | None], path: str) -> LineMap:

@@ -11,18 +11,18 @@ one kernel compiled from two checkouts, which is one cache key, is one cubin too
 
 from __future__ import annotations
 
-from pathlib import PurePath
-
 import llvmlite.ir as ir
 
 from ....ir.core import Function, Loc
+from ..lines import path_parts
 
 PRODUCER = "despina"
 
 
 def short_names(paths: list[str]) -> dict[str, str]:
-    """Each distinct path's shortest tail of components that no other path in `paths` ends with."""
-    parts = {p: PurePath(p).parts or (p,) for p in dict.fromkeys(paths)}
+    """Each distinct path's shortest tail of components that no other path in `paths` ends with, in
+    the characters a `.file` directive can hold (`lines.path_parts`)."""
+    parts = {p: path_parts(p) for p in dict.fromkeys(paths)}
     names: dict[str, str] = {}
     for path, mine in parts.items():
         others = [q for p, q in parts.items() if p != path]
@@ -72,7 +72,7 @@ class DebugInfo:
 
     def file(self, path: str) -> ir.DIValue:
         if path not in self.files:
-            name = self.names.get(path, PurePath(path).name or path)
+            name = self.names.get(path) or "/".join(path_parts(path)[-1:])
             self.files[path] = self.module.add_debug_info("DIFile", {"filename": name, "directory": ""})
         return self.files[path]
 

@@ -21,6 +21,7 @@ from despina.compiler.backends.nvptx.cubin import sections  # noqa: E402
 from despina.compiler.backends.nvptx.lines import llir_lines, names_file, ptx_lines  # noqa: E402
 from despina.compiler.backends.nvptx.lower.debuginfo import short_names  # noqa: E402
 from despina.compiler.ir.codec import encode, key_bytes  # noqa: E402
+from despina.compiler.ir.core import Loc  # noqa: E402
 
 
 def lines_with(text: str, needle: str) -> set[int]:
@@ -100,3 +101,17 @@ def test_maps_keep_only_the_source_file_s_lines() -> None:
     assert llir_lines(llir, "/src/k.py") == {2: 5}
     ptx = '\t.loc\t1 5 2\n\tadd.s32 %r1, %r2, 1;\n\t.loc\t2 40 0\n\tadd.s32 %r3, %r2, 2;\n$L__tmp0:\n\t.file\t1 "k.py"\n'
     assert ptx_lines(ptx + '\t.file\t2 "other.py"\n', "/src/k.py") == {2: 5}
+
+
+def test_a_file_name_no_ptx_string_can_hold_is_written_with_underscores(tmp_path: Path) -> None:
+    m = traced(load_kernel(tmp_path))
+    odd = str(tmp_path / 'a"b\n.entry x\\é.py')
+    m.source = None  # the maps then point into the kernel's file
+    for fn in m.functions:
+        fn.loc = fn.loc and Loc(odd, fn.loc.line, fn.loc.col)
+        for op in fn.walk():
+            op.loc = op.loc and Loc(odd, op.loc.line, op.loc.col)
+    k = compile_module(m, target="sm_90")  # a quote in a .file directive would be a PTX syntax error
+    assert re.findall(r'^\s*\.file\s+\d+\s+"([^"]*)"', k.asm["ptx"], re.M) == ["a_b_.entry x__.py"]
+    loads = lines_with(k.asm["ptx"], "ld.global")
+    assert {stage_map(k, "ptx").get(i) for i in loads} == {LOAD_LINE}
