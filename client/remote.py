@@ -48,7 +48,7 @@ COMPILE_TIMEOUT_S = 600.0
 EXECUTE_TIMEOUT_S = 900.0
 _settings: dict[str, str | None] = {}
 _clients: dict[tuple[str, str | None], _Client] = {}
-_servers: dict[str, Servers] = {}
+_servers: dict[tuple[str, int], Servers] = {}  # by spec and process: a fork orders the daemons afresh
 _lock = threading.Lock()
 T = TypeVar("T")
 _warned: set[str] = set()
@@ -216,12 +216,12 @@ def _client(url: str) -> _Client:
 def _failover(spec: str, fn: Callable[[_Client], T]) -> T:
     """`fn` of the client of the first daemon of `spec` (one URL or several) that can be reached
     (remote_failover.py); `ServerUnavailable` naming every address when none can."""
-    servers = _servers.get(spec)
+    servers = _servers.get((spec, os.getpid()))
     if servers is None:
         from .remote_failover import Servers
 
         with _lock:
-            servers = _servers.setdefault(spec, Servers(spec))
+            servers = _servers.setdefault((spec, os.getpid()), Servers(spec))
     return servers.call(lambda address: fn(_client(address)))
 
 

@@ -4,6 +4,7 @@ failover against real daemons that are down, killed between calls, or killed dur
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import warnings
@@ -110,14 +111,14 @@ def test_a_dead_address_is_passed_over(daemon: Daemon, scheme: str, caplog: pyte
     spec = f"{gone},{address(daemon, scheme)}"
     despina.set_server(spec)
     # This process's order, as the one of a process whose pid puts the dead address first.
-    remote._servers[spec] = next(s for s in (Servers(spec, seed=i) for i in range(64)) if s.order[0] == gone)
+    remote._servers[(spec, os.getpid())] = next(s for s in (Servers(spec, seed=i) for i in range(64)) if s.order[0] == gone)
     module = vector_add(salt=unique())
     with caplog.at_level(logging.WARNING, "despina.remote"), warnings.catch_warnings():
         warnings.simplefilter("error")
         for _ in range(3):
             got = remote.compile_remote(module)
             assert got.metadata["service"]["server"] == address(daemon, scheme)
-    assert remote._servers[spec].candidates() == [address(daemon, scheme), gone]
+    assert remote._servers[(spec, os.getpid())].candidates() == [address(daemon, scheme), gone]
     assert [r.getMessage() for r in caplog.records if gone in r.getMessage()]
 
 
