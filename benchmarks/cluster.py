@@ -25,7 +25,10 @@ which sleeps `--compile-ms` per kernel; `--backend real` with the NVPTX backend.
 Compiles come from the daemons' own counters (/v1/stats; the killed daemon's as read just before the
 kill), Redis round trips from Redis's own (INFO commandstats, this script's INFO calls left out).
 Goals (issue 11): exactly 1 compile per unique key, hit ratio >= 99% after warm-up, <= 2 Redis round
-trips per request, no failed request and no lost entry when a daemon dies.
+trips per request, no failed request and no lost entry when a daemon dies. A hit costs 0 round trips
+(memory) or 1 (GET); a compile 4 (GET, the lease, SET, its release); a daemon waiting on another's
+lease an MGET every 20 ms until the entry lands: the warm-up, a storm of compiles queued on one
+worker per daemon, costs more than 2 per request for that reason.
 """
 
 from __future__ import annotations
@@ -295,8 +298,9 @@ def table(f: dict[str, Any]) -> str:
         t = ph["tiers"]
         rows.append((f"{name}: requests, tiers m/d/r/c", f"{ph['requests']} at {ph['requests_per_s']:.0f}/s; "
                      f"{t['memory']}/{t['disk']}/{t['redis']}/{t['compiled']}", ""))
+        goal = {"steady": "<= 2 (all hits)", "whole run": "<= 2"}.get(name, "(compiles, waits on leases)")
         rows.append((f"{name}: Redis round trips per request", f"{ph['redis_round_trips_per_request']:.3f} "
-                     f"({ph['redis_round_trips']} commands)", "<= 2"))
+                     f"({ph['redis_round_trips']} commands)", goal))
     rows.append(("hit latency p50 / p99 (steady)", f"{p['steady']['hit_p50_ms']:.2f} / {p['steady']['hit_p99_ms']:.2f} ms", ""))
     if k["daemon"]:
         rows += [
