@@ -66,6 +66,8 @@ def age(seconds_since_epoch: float, now: float | None = None) -> str:
 def seconds(s: float | None) -> str:
     if s is None:
         return ""
+    if s < 0.01:
+        return f"{s * 1000:.1f} ms"
     return f"{s * 1000:.0f} ms" if s < 1 else f"{s:.2f} s"
 
 
