@@ -84,7 +84,7 @@ class Cluster:
 
 
 class SentinelSet:
-    """A master, its replica and one sentinel (quorum 1) that fails over half a second after the master goes."""
+    """A master, its replica and one sentinel (quorum 1) that fails over a second after the master goes."""
 
     def __init__(self, workdir: Path) -> None:
         for name in ("master", "replica", "sentinel"):
@@ -98,7 +98,9 @@ class SentinelSet:
         self.conf.write_text(
             f"port {self.port}\nbind 127.0.0.1\ndir {workdir / 'sentinel'}\n"
             f"sentinel monitor {SERVICE} 127.0.0.1 {self.master.port} 1\n"
-            f"sentinel down-after-milliseconds {SERVICE} 500\nsentinel failover-timeout {SERVICE} 5000\n")
+            # Shorter, and on a loaded machine the sentinel can find the new master "down" before its
+            # first ping after the failover is answered, and fail over again with no replica left.
+            f"sentinel down-after-milliseconds {SERVICE} 1000\nsentinel failover-timeout {SERVICE} 5000\n")
         self.proc: subprocess.Popen[bytes] | None = None
 
     def url(self, *, dead_first: bool = False, password: str = "") -> str:
@@ -126,9 +128,14 @@ class SentinelSet:
         wait_for(lambda: len(self.sentinel().sentinel_slaves(SERVICE)) == 1, what="the sentinel finding the replica")
 
     def fail_over(self) -> None:
-        """Kill the master; return once the sentinel names the replica as master."""
+        """Kill the master; return once the sentinel names the replica as a master in good standing."""
         self.master.stop()
-        wait_for(lambda: self.master_port() == self.replica.port, what="the sentinel's failover", timeout=30)
+
+        def promoted() -> bool:
+            state = self.sentinel().sentinel_master(SERVICE)
+            return bool(state["port"] == self.replica.port and state["flags"] == "master")
+
+        wait_for(promoted, what=f"the sentinel's failover (log: {self.log})", timeout=30)
         wait_for(lambda: self.replica.client().info("replication")["role"] == "master", what="the promotion")
 
     def stop(self) -> None:

@@ -74,6 +74,10 @@ BAD = [
     (["--log-format", "xml"], "--log-format"),
     (["--redis-url", "foo://x"], "--redis-url"),
     (["--redis-url", "redis://host:notaport/0"], "--redis-url"),
+    (["--redis-url", "redis+sentinel://127.0.0.1:26379"], "name the service"),
+    (["--redis-cluster"], "--redis-cluster needs --redis-url"),
+    (["--redis-cluster", "--redis-url", "unix:///run/redis.sock"], "over TCP"),
+    (["--redis-cluster", "--redis-url", "redis+sentinel://127.0.0.1/svc"], "not a sentinel URL"),
     (["--compiler", "not an entry point"], "--compiler"),
     (["--executor", "module.without.function"], "--executor"),
     (["--token-file", "/nonexistent/token"], "--token-file"),
@@ -86,6 +90,11 @@ BAD = [
 def test_bad_values_are_one_line_naming_the_flag(argv: list[str], flag: str, capsys: pytest.CaptureFixture[str]) -> None:
     line = refused(argv, capsys)
     assert flag in line and line.startswith(("despina serve: error:", "despina serve: error: argument")), line
+
+
+def test_a_bad_redis_url_hides_its_password(capsys: pytest.CaptureFixture[str]) -> None:
+    line = refused(["--redis-url", "redis+sentinel://:hunter2@127.0.0.1:26379"], capsys)
+    assert "hunter2" not in line and ":***@" in line and "name the service" in line
 
 
 def test_empty_token_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
