@@ -24,7 +24,7 @@ from despina.language.core import constexpr, is_builtin, tensor, tracing, unwrap
 from despina.language.semantic import to_tensor
 
 from .control_flow import ControlFlow, LoopExit
-from .errors import CompilationError
+from .errors import CallSite, CompilationError
 from .source import Source, source_text
 
 _BINOPS: dict[type, Any] = {
@@ -62,9 +62,11 @@ class FunctionResult:
 
 
 class CodeGenerator(ControlFlow, ast.NodeVisitor):
-    def __init__(self, ctx: ModuleContext, jitfn: Any, source: Source, scope: dict[str, Any], builder: Builder) -> None:
+    def __init__(self, ctx: ModuleContext, jitfn: Any, source: Source, scope: dict[str, Any], builder: Builder,
+                 is_kernel: bool = False) -> None:
         self.ctx = ctx
         self.jitfn = jitfn
+        self.is_kernel = is_kernel
         self.source = source
         self.scope = scope
         self.builder = builder
@@ -81,7 +83,10 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
 
     def error(self, node: ast.AST, message: str) -> CompilationError:
         line, col = self.source.position(node)
-        return CompilationError(self.ctx.kernel_name, self.source.file, line, col, message, self.source.line_text(line))
+        err = CompilationError(self.ctx.kernel_name, self.source.file, line, col, message, self.source.line_text(line),
+                               function=self.jitfn.__name__)
+        err.origin = self
+        return err
 
     def visit(self, node: ast.AST) -> Any:
         saved = self.builder.loc
@@ -328,7 +333,14 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
                 kwargs.update(self.visit(kw.value))
             else:
                 kwargs[kw.arg] = self.visit(kw.value)
-        return self.call(fn, args, kwargs, node)
+        try:
+            return self.call(fn, args, kwargs, node)
+        except CompilationError as exc:
+            if exc.origin is not None and exc.origin is not self:  # raised inside a @jit function this line calls
+                line, col = self.source.position(node)
+                site = CallSite(self.jitfn.__name__, self.is_kernel, self.source.file, line, col, self.source.line_text(line))
+                exc.called_from(site, self)
+            raise
 
     def call(self, fn: Any, args: list[Any], kwargs: dict[str, Any], node: ast.AST) -> Any:
         from despina.jit import JITFunction
@@ -413,7 +425,7 @@ class ModuleContext:
             scope[name] = p.value if isinstance(p, constexpr) else tensor(next(args))
         line, col = source.position(source.tree)
         fn = Function(jitfn.fn.__name__, block, arg_names, kernel=kernel, loc=Loc(source.file, line, col))
-        gen = CodeGenerator(self, jitfn, source, scope, builder)
+        gen = CodeGenerator(self, jitfn, source, scope, builder, is_kernel=kernel)
         self.stack.append(jitfn)
         try:
             with tracing(builder, self.inline_jit, self.debug):

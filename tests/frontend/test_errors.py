@@ -19,16 +19,26 @@ X = np.zeros(16, np.float32)
 LINES = open(__file__).read().splitlines()
 
 
-def expect(err: despina.CompilationError, kernel: str, case: str, at: str, *fragments: str) -> None:
-    """`err` points at the `at` text of the line marked `# E:<case>` and says each of `fragments`."""
+def expect(err: despina.CompilationError, kernel: str, case: str, at: str, *fragments: str,
+           helper: str | None = None) -> None:
+    """`err` points at the `at` text of the line marked `# E:<case>` and says each of `fragments`; with
+    `helper`, that line is in that @jit helper and the calls that led there follow, ending in the kernel
+    (tests/frontend/test_error_context.py checks each of those calls)."""
     marker = re.compile(rf"# E:{case}(\s|$)")
     found = [i for i, line in enumerate(LINES) if marker.search(line)]
     assert len(found) == 1, f"marker # E:{case} must mark exactly one line"
     line = LINES[found[0]]
     col = line.index(at) + 1
     text = str(err)
-    head, quoted, caret = text.split("\n")
-    assert head.startswith(f"in kernel '{kernel}' at {__file__}:{found[0] + 1}:{col}: "), text
+    lines = text.split("\n")
+    head, quoted, caret = lines[:3]
+    where = f"at {__file__}:{found[0] + 1}:{col}: "
+    if helper is None:
+        assert len(lines) == 3, text
+        assert head.startswith(f"in kernel '{kernel}' {where}"), text
+    else:
+        assert head.startswith(f"in helper '{helper}' of kernel '{kernel}' {where}"), text
+        assert len(lines) % 3 == 0 and lines[-3].startswith(f"called from kernel '{kernel}' at {__file__}:"), text
     assert quoted == "    " + line.strip()
     indent = len(line) - len(line.lstrip())
     assert caret == "    " + " " * (col - 1 - indent) + "^", text
@@ -191,7 +201,7 @@ def nested_tuple_kernel(x_ptr):
 
 def test_returning_nested_tuples(trace):
     expect(compile_error(trace, nested_tuple_kernel, X), "nested_tuple_kernel", "nestedtuple", "return",
-           "nested tuples cannot be returned from a @jit function; return a flat tuple")
+           "nested tuples cannot be returned from a @jit function; return a flat tuple", helper="nested_tuple_helper")
 
 
 @despina.jit
@@ -206,7 +216,7 @@ def recursion_kernel(x_ptr):
 
 def test_recursion(trace):
     expect(compile_error(trace, recursion_kernel, X), "recursion_kernel", "recursion", "recursive_helper(x)",
-           "'recursive_helper' calls itself", "rewrite it as a loop")
+           "'recursive_helper' calls itself", "rewrite it as a loop", helper="recursive_helper")
 
 
 @despina.jit
@@ -424,9 +434,11 @@ def both_sided_return_kernel(x_ptr):
 
 def test_returning_values_under_a_runtime_if(trace):
     expect(compile_error(trace, one_sided_return_kernel, X), "one_sided_return_kernel", "onesided", "if",
-           "returning values from inside a run-time `if` is not supported", "assign the value and return it at the end")
+           "returning values from inside a run-time `if` is not supported", "assign the value and return it at the end",
+           helper="one_sided_return_helper")
     expect(compile_error(trace, both_sided_return_kernel, X), "both_sided_return_kernel", "bothsided", "if",
-           "returning values from inside a run-time `if` is not supported", "assign the value and return it at the end")
+           "returning values from inside a run-time `if` is not supported", "assign the value and return it at the end",
+           helper="both_sided_return_helper")
 
 
 @despina.jit

@@ -1,0 +1,107 @@
+"""The context an error message gives beyond the failing line: the calls that led into a @jit helper
+(each with its line and caret), and what to use instead of a library function called on a tile.
+
+Lines are found by their `# E:<case>` marker, as in test_errors.py.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import despina
+import despina.language as tl
+
+X = np.zeros(16, np.float32)
+LINES = open(__file__).read().splitlines()
+
+
+def located(case: str, at: str) -> tuple[str, str, str]:
+    """The `file:line:col` of the `at` text on the line marked `# E:<case>`, and the excerpt lines
+    (the stripped line, the caret under `at`) that a message shows for it."""
+    found = [i for i, line in enumerate(LINES) if re.search(rf"# E:{case}(\s|$)", line)]
+    assert len(found) == 1, f"marker # E:{case} must mark exactly one line"
+    line = LINES[found[0]]
+    col = line.index(at)
+    indent = len(line) - len(line.lstrip())
+    return f"{__file__}:{found[0] + 1}:{col + 1}", "    " + line.strip(), "    " + " " * (col - indent) + "^"
+
+
+def compile_error(trace, kernel, *args, **kwargs) -> despina.CompilationError:
+    with pytest.raises(despina.CompilationError) as info:
+        trace(kernel, *args, **kwargs)
+    return info.value
+
+
+# ---- errors inside @jit helpers ------------------------------------------------------------------
+
+
+@despina.jit
+def innermost(x):
+    return x + undefined_name  # E:undefined  # noqa: F821
+
+
+@despina.jit
+def middle(x):
+    y = innermost(x)  # E:callinner
+    return y
+
+
+@despina.jit
+def nested_helpers_kernel(x_ptr):
+    offs = tl.arange(0, 16)
+    tl.store(x_ptr + offs, middle(tl.load(x_ptr + offs)))  # E:callmiddle
+
+
+def test_an_error_in_a_nested_helper_shows_every_call_that_led_there(trace):
+    err = compile_error(trace, nested_helpers_kernel, X)
+    error_at, error_line, error_caret = located("undefined", "undefined_name")
+    inner_at, inner_line, inner_caret = located("callinner", "innermost(x)")
+    kernel_at, kernel_line, kernel_caret = located("callmiddle", "middle(")
+    assert str(err).split("\n") == [
+        f"in helper 'innermost' of kernel 'nested_helpers_kernel' at {error_at}: name 'undefined_name' is not defined; "
+        "assign it before this line (a name first assigned inside a run-time loop, or in only one branch of a "
+        "run-time `if`, does not exist after it)",
+        error_line, error_caret,
+        f"called from helper 'middle' at {inner_at}", inner_line, inner_caret,
+        f"called from kernel 'nested_helpers_kernel' at {kernel_at}", kernel_line, kernel_caret,
+    ]
+    assert (err.kernel, err.function, f"{err.file}:{err.line}:{err.col + 1}") == (
+        "nested_helpers_kernel", "innermost", error_at)
+    assert [(s.caller, s.is_kernel) for s in err.call_sites] == [("middle", False), ("nested_helpers_kernel", True)]
+
+
+@despina.jit
+def bad_combine(a, b):
+    return a + b + tl.no_such_builtin(a)  # E:combine
+
+
+@despina.jit
+def combine_kernel(x_ptr):
+    offs = tl.arange(0, 16)
+    tl.store(x_ptr, tl.reduce(tl.load(x_ptr + offs), 0, bad_combine))  # E:reducecall
+
+
+def test_an_error_in_a_combine_function_shows_the_reduction_that_called_it(trace):
+    text = str(compile_error(trace, combine_kernel, X))
+    error_at, error_line, error_caret = located("combine", "tl.no_such_builtin")
+    call_at, call_line, call_caret = located("reducecall", "tl.reduce(")
+    lines = text.split("\n")
+    assert lines[0].startswith(f"in helper 'bad_combine' of kernel 'combine_kernel' at {error_at}: "), text
+    assert "has no attribute 'no_such_builtin'" in lines[0]
+    assert lines[1:] == [error_line, error_caret, f"called from kernel 'combine_kernel' at {call_at}", call_line,
+                         call_caret]
+
+
+@despina.jit
+def argument_error_kernel(x_ptr):
+    tl.store(x_ptr, middle(undefined_arg))  # E:argerror  # noqa: F821
+
+
+def test_an_error_in_the_arguments_of_a_helper_call_stays_in_the_caller(trace):
+    text = str(compile_error(trace, argument_error_kernel, X))
+    at, line, caret = located("argerror", "undefined_arg")
+    assert text.split("\n")[0].startswith(f"in kernel 'argument_error_kernel' at {at}: name 'undefined_arg'"), text
+    assert text.split("\n")[1:] == [line, caret]
