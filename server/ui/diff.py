@@ -8,7 +8,7 @@ from typing import Any
 from urllib.parse import quote
 
 from .html import e, page
-from .kernel import MAX_LINES, STAGES, Shown, _occupancy
+from .kernel import MAX_LINES, STAGES, Shown, occupancy_text
 
 CONTEXT = 3
 COLUMNS = '<colgroup><col class="n"><col><col class="n"><col></colgroup>'  # fixed widths, whatever row comes first
@@ -26,7 +26,7 @@ def facts(a: dict[str, Any], b: dict[str, Any]) -> str:
     for name in FACTS:
         x, y = _fact(a, name), _fact(b, name)
         rows.append(f'<tr class="{"same" if x == y else "chg"}"><th>{e(name)}</th><td>{e(x)}</td><td>{e(y)}</td></tr>')
-    x, y = _occupancy(a.get("metadata", {})), _occupancy(b.get("metadata", {}))
+    x, y = occupancy_text(a.get("metadata", {})), occupancy_text(b.get("metadata", {}))
     rows.append(f'<tr class="{"same" if x == y else "chg"}"><th>occupancy</th><td>{e(x)}</td><td>{e(y)}</td></tr>')
     head = "".join(f'<th><a href="/ui/kernels/{quote(str(i["key"]))}">{e(str(i["key"])[:16])}</a></th>' for i in (a, b))
     return f'<table class="facts diff"><thead><tr><th></th>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'

@@ -32,7 +32,7 @@ def _capability(target: str) -> int | None:
     return int(digits) if digits.isdigit() else None
 
 
-def _occupancy(m: dict[str, Any]) -> str:
+def occupancy_text(m: dict[str, Any]) -> str:
     registers, target = m.get("registers"), str(m.get("target", ""))
     threads = m.get("num_threads") or 32 * int(m.get("num_warps") or 0)
     capability = _capability(target)
@@ -55,7 +55,7 @@ def resources(m: dict[str, Any]) -> str:
         ["stack", known("stack", lambda v: f"{v} bytes")],
         ["shared memory", known("shared", size)],
         ["threads a block", e(m.get("num_threads") or 32 * int(m.get("num_warps") or 0))],
-        ["occupancy", f'<span id="occupancy">{e(_occupancy(m))}</span>'],
+        ["occupancy", f'<span id="occupancy">{e(occupancy_text(m))}</span>'],
     ]
     return f'<section class="resources"><h2>Resources</h2>{table(["", ""], rows, "facts")}</section>'
 
