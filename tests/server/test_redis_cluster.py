@@ -13,12 +13,14 @@ import httpx
 import pytest
 from redis.crc import key_slot
 
+from despina.runtime.tunings import tuning_key
 from despina.server.cache.entry import Entry, pack
 from despina.server.cache.redis_tier import name
 from despina.server.core import CompileRequest, CompileService
 from despina.server.errors import InvalidArgument
 
 from .conftest import Daemon, unique
+from .fake_gpu import NAME
 from .kernels import vector_add_ir
 from .redis_nodes import Cluster, daemons
 from .test_tuning import FAKE_GPU, candidates, client_key, tune
@@ -131,7 +133,12 @@ def test_a_failure_reaches_the_daemon_waiting_on_the_lease(redis_cluster: Cluste
 
 
 def test_tunings_are_shared_once_and_cleared_on_every_master(redis_cluster: Cluster) -> None:
-    keys = [client_key() for _ in range(6)]
+    keys: list[str] = []
+    while len(keys) < 2 * len(redis_cluster.nodes):  # two tunings whose records fall on each master
+        key = client_key()
+        master = redis_cluster.master_of(name("tuning", tuning_key(key, NAME, 0)))
+        if sum(redis_cluster.master_of(name("tuning", tuning_key(k, NAME, 0))) == master for k in keys) < 2:
+            keys.append(key)
 
     async def main() -> tuple[list[str], int, int]:
         async with daemons(2, redis_url=redis_cluster.url, redis_cluster=True, executor=FAKE_GPU) as (a, b):
@@ -139,6 +146,7 @@ def test_tunings_are_shared_once_and_cleared_on_every_master(redis_cluster: Clus
             answers = await asyncio.gather(*(s.tuner.tune(req) for req in requests for s in (a, b)))
             benchmarks = a.stats()["benchmarks"] + b.stats()["benchmarks"]
             stored = [answer.key for answer in answers[::2]]
+            assert stored == [tuning_key(key, NAME, 0) for key in keys]
             assert all(redis_cluster.client().exists(name("tuning", key)) for key in stored)
             assert await b.tuner.clear() >= len(keys)
             return [answer.tier for answer in answers], benchmarks, sum(
