@@ -25,6 +25,7 @@ from despina.language.semantic import to_tensor
 
 from .control_flow import ControlFlow, LoopExit
 from .errors import CallSite, CompilationError
+from .hints import not_a_jit_function
 from .source import Source, source_text
 
 _BINOPS: dict[type, Any] = {
@@ -367,8 +368,8 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
                 if getattr(builtins, name, None) is fn:
                     raise self.error(node, f"Python's {name}() cannot take a tensor, whose value is known only at run "
                                      "time; use the tl builtins (e.g. x.to(dtype) instead of int(x) or float(x))")
-                raise self.error(node, f"'{name}' is not a @despina.jit function and cannot take tensor arguments; "
-                                 "decorate it with @despina.jit")
+                written = ast.unparse(node.func) if isinstance(node, ast.Call) else name
+                raise self.error(node, not_a_jit_function(fn, written))
         return fn(*[unwrap(a) for a in args], **{k: unwrap(v) for k, v in kwargs.items()})
 
 

@@ -6,6 +6,7 @@ Lines are found by their `# E:<case>` marker, as in test_errors.py.
 
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
@@ -105,3 +106,66 @@ def test_an_error_in_the_arguments_of_a_helper_call_stays_in_the_caller(trace):
     at, line, caret = located("argerror", "undefined_arg")
     assert text.split("\n")[0].startswith(f"in kernel 'argument_error_kernel' at {at}: name 'undefined_arg'"), text
     assert text.split("\n")[1:] == [line, caret]
+
+
+# ---- library functions called on tiles -----------------------------------------------------------
+
+
+@despina.jit
+def library_call_kernel(x_ptr, WHICH: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, 16))
+    if WHICH == "np.sqrt":
+        y = np.sqrt(x)  # E:np.sqrt
+    elif WHICH == "math.exp":
+        y = math.exp(x)  # E:math.exp
+    elif WHICH == "np.maximum":
+        y = np.maximum(x, 0.0)  # E:np.maximum
+    elif WHICH == "np.where":
+        y = np.where(x > 0, x, 0.0)  # E:np.where
+    elif WHICH == "np.abs":
+        y = np.abs(x)  # E:np.abs
+    elif WHICH == "np.absolute":
+        y = np.absolute(x)  # E:np.absolute
+    else:
+        y = math.gcd(x, 2)  # E:math.gcd
+    tl.store(x_ptr + tl.arange(0, 16), y)
+
+
+@pytest.mark.parametrize(("call", "builtin"), [
+    ("np.sqrt", "sqrt"), ("math.exp", "exp"), ("np.maximum", "maximum"), ("np.where", "where"), ("np.abs", "abs"),
+    ("np.absolute", "abs"),
+])
+def test_a_library_function_with_a_tl_builtin_of_its_name_suggests_the_builtin(trace, call, builtin):
+    err = compile_error(trace, library_call_kernel, X, WHICH=call)
+    at, line, caret = located(call, call + "(")
+    library = call.partition(".")[0].replace("np", "numpy")
+    assert str(err).split("\n") == [
+        f"in kernel 'library_call_kernel' at {at}: {call}() is a {library} function and cannot take a tensor; "
+        f"use tl.{builtin}, despina's builtin that works on tiles",
+        line, caret,
+    ]
+
+
+def test_a_library_function_without_a_tl_builtin_says_library_functions_cannot_take_tensors(trace):
+    err = compile_error(trace, library_call_kernel, X, WHICH="math.gcd")
+    at, _, _ = located("math.gcd", "math.gcd(")
+    assert str(err).split("\n")[0] == (
+        f"in kernel 'library_call_kernel' at {at}: math.gcd() is a math function, and library functions cannot take "
+        "tensors: they run in Python while the kernel compiles, before a tile has values. Use the tl builtins (see "
+        "docs/language/math.md) or write the computation as a @despina.jit function")
+
+
+def sqrt(x):
+    return x
+
+
+@despina.jit
+def own_function_kernel(x_ptr):
+    tl.store(x_ptr, sqrt(tl.load(x_ptr)))  # E:ownsqrt
+
+
+def test_the_users_own_function_is_still_told_to_be_decorated_even_if_tl_has_its_name(trace):
+    at, _, _ = located("ownsqrt", "sqrt(")
+    assert str(compile_error(trace, own_function_kernel, X)).split("\n")[0] == (
+        f"in kernel 'own_function_kernel' at {at}: 'sqrt' is not a @despina.jit function and cannot take tensor "
+        "arguments; decorate it with @despina.jit")
