@@ -73,8 +73,10 @@ def specialization(ir: str | None) -> str:
 def source(lines: dict[str, Any]) -> str:
     src = lines.get("source")
     if not src:
+        why = (f"the daemon could not read its line maps: {lines['error']}" if lines.get("error") else
+               "the daemon keeps the source lines only of kernels whose IR carries them")
         return ('<section class="source"><h2>Source</h2><p class="na" id="no-source">The source is not available '
-                "for this kernel: the daemon keeps the source lines only of kernels whose IR carries them.</p></section>")
+                f"for this kernel: {e(why)}.</p></section>")
     first = int(src.get("first_line", 1))
     rows = "".join(f'<div class="l s" data-line="{first + i}"><span class="n">{first + i}</span><code>{e(t)}</code></div>'
                    for i, t in enumerate(src.get("text", [])))

@@ -41,12 +41,12 @@ def _html(text: str, status: int = 200) -> HTMLResponse:
 
 
 async def lines_of(service: CompileService, key: str) -> dict[str, Any]:
-    """The kernel's line table (kernel.py's docstring has its form); an empty one when the daemon could not
-    read it (the page then shows the stages without links)."""
+    """The kernel's line table (kernel.py's docstring has its form); an empty one with the daemon's `error`
+    when it could not read it (the page then shows the stages without links, and why)."""
     try:
         return await service.get_lines(key)
-    except ServiceError:
-        return {"source": None, "stages": {}}
+    except ServiceError as err:
+        return {"source": None, "stages": {}, "error": err.message}
 
 
 async def shown_stages(service: CompileService, key: str) -> dict[str, Shown]:

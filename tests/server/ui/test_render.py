@@ -43,6 +43,8 @@ def test_missing_stages_and_no_line_table_say_so() -> None:
     assert 'data-pane="llir" hidden><p class="na">not produced</p>' in html
     assert "data-src" not in html  # nothing to link
     assert "unknown (the backend reported no register count)" in html
+    broken = kernel_page(info(), shown, {"source": None, "stages": {}, "error": f"its line maps are not JSON {EVIL}"})
+    assert "could not read its line maps: its line maps are not JSON &lt;script&gt;" in broken
 
 
 def test_stage_lines_link_to_their_source_lines() -> None:
