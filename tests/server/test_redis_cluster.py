@@ -19,7 +19,7 @@ from despina.server.cache.redis_tier import name
 from despina.server.core import CompileRequest, CompileService
 from despina.server.errors import InvalidArgument
 
-from .conftest import Daemon, unique
+from .conftest import Daemon, free_port, unique
 from .fake_gpu import NAME
 from .kernels import vector_add_ir
 from .redis_nodes import Cluster, daemons
@@ -189,3 +189,12 @@ def test_a_cluster_node_without_the_flag_fails_open_naming_it(redis_cluster: Clu
         tier, errors = asyncio.run(main())
     assert tier == "compiled" and errors == 1
     assert "start the daemon with --redis-cluster" in caplog.text
+
+
+def test_an_unreachable_seed_fails_open() -> None:
+    async def main() -> tuple[str, dict[str, object]]:
+        async with daemons(1, redis_url=f"redis://127.0.0.1:{free_port()}", redis_cluster=True) as (s,):
+            return (await s.compile(CompileRequest(vector_add_ir(salt=unique())))).tier, s.stats()
+
+    tier, stats = asyncio.run(main())
+    assert tier == "compiled" and not stats["redis_connected"] and stats["redis_errors"] >= 1
