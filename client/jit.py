@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import difflib
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -146,20 +147,35 @@ class JITFunction:
 
     # ---- binding -----------------------------------------------------------------------------
 
-    def bind(self, args: Sequence[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
-        """Arguments by parameter name, defaults applied; a clear error on a mismatch."""
+    def bind(self, args: Sequence[Any], kwargs: dict[str, Any], launch: bool = True) -> dict[str, Any]:
+        """Arguments by parameter name, defaults applied; a clear error on a mismatch. `launch`: the
+        arguments of a launch (its launch options already taken out), not of a call inside a kernel."""
+        what = "kernel" if launch else "@jit function"
+        unknown = [k for k in kwargs if k not in self.arg_names]
+        if unknown and not any(p.kind is p.VAR_KEYWORD for p in self.params):
+            raise TypeError(self._unknown_keywords(what, unknown, launch))
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as exc:
             expected = ", ".join(self.arg_names)
-            raise TypeError(f"kernel '{self.__name__}' takes ({expected}): {exc}") from None
+            raise TypeError(f"{what} '{self.__name__}' takes ({expected}): {exc}") from None
         bound.apply_defaults()
         return dict(bound.arguments)
+
+    def _unknown_keywords(self, what: str, unknown: list[str], launch: bool) -> str:
+        """Each keyword that names no parameter, with the closest parameter (or launch option) to it."""
+        options = [o for o in LAUNCH_OPTIONS if o not in self.arg_names] if launch else []
+        named = []
+        for name in unknown:
+            close = difflib.get_close_matches(name, self.arg_names + options, n=1)
+            named.append(f"'{name}'" + (f" (did you mean '{close[0]}'?)" if close else ""))
+        text = f"{what} '{self.__name__}' has no parameter {' or '.join(named)}; it takes ({', '.join(self.arg_names)})"
+        return text + (f" and the launch options {', '.join(options)}" if options else "")
 
     def bind_call(self, args: Sequence[Any], kwargs: dict[str, Any]) -> list[tuple[str, Any]]:
         """Parameters of a call from inside a kernel: `constexpr(value)` or a tensor."""
         out: list[tuple[str, Any]] = []
-        for name, value in self.bind(args, kwargs).items():
+        for name, value in self.bind(args, kwargs, launch=False).items():
             value = unwrap(value)
             if name in self.constexpr_names:
                 if isinstance(value, tensor):

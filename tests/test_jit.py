@@ -275,8 +275,35 @@ def test_wrong_argument_count_names_the_parameters(device):
         copy_kernel[(1,)](X, X, 4, BLOCK=4)
     with pytest.raises(TypeError, match=r"kernel 'copy_kernel' takes .*: too many positional arguments"):
         copy_kernel[(1,)](X, X, 4, 1.0, 16, 5)
-    with pytest.raises(TypeError, match=r"kernel 'copy_kernel' takes .*: got an unexpected keyword argument 'bogus'"):
+    with pytest.raises(TypeError, match=r"^kernel 'copy_kernel' has no parameter 'bogus'; it takes \(x_ptr, out_ptr, n, "
+                                        r"scale, BLOCK\) and the launch options num_warps, num_stages, num_ctas, maxnreg, "
+                                        r"stream, enable_fp_fusion$"):
         copy_kernel[(1,)](X, X, 4, 1.0, BLOCK=4, bogus=1)
+
+
+def test_a_misspelt_keyword_names_the_closest_parameter_or_launch_option(device):
+    with pytest.raises(TypeError, match=r"^kernel 'copy_kernel' has no parameter 'BLOCKSIZE' \(did you mean 'BLOCK'\?\); "
+                                        r"it takes \(x_ptr, out_ptr, n, scale, BLOCK\) and the launch options "):
+        copy_kernel[(1,)](X, X, 4, 1.0, BLOCKSIZE=4)
+    with pytest.raises(TypeError, match=r"^kernel 'copy_kernel' has no parameter 'num_warp' \(did you mean 'num_warps'\?\) "
+                                        r"or 'nn' \(did you mean 'n'\?\); it takes "):
+        copy_kernel[(1,)](X, X, 4, 1.0, BLOCK=4, num_warp=2, nn=3)
+
+
+@despina.jit
+def two_arg_helper(a, b):
+    return a + b
+
+
+@despina.jit
+def misspelt_helper_keyword_kernel(x_ptr):
+    tl.store(x_ptr, two_arg_helper(1.0, bb=2.0))
+
+
+def test_a_misspelt_keyword_of_a_helper_call_suggests_only_its_parameters(trace):
+    with pytest.raises(despina.CompilationError, match=r"@jit function 'two_arg_helper' has no parameter 'bb' "
+                                                       r"\(did you mean 'b'\?\); it takes \(a, b\)\n"):
+        trace(misspelt_helper_keyword_kernel, X)
 
 
 def test_wrong_argument_type_names_the_parameter(device):

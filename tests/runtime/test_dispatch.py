@@ -218,8 +218,13 @@ def test_wrong_argument_count_names_the_parameters(gpu: FakeGPU) -> None:
         k[(1,)](x, y, 16, BLOCK=64)
     with pytest.raises(TypeError, match="kernel 'add' takes"):
         k[(1,)](x, y, y, 16, 3, BLOCK=64)
-    with pytest.raises(TypeError, match="kernel 'add' takes"):
+    with pytest.raises(TypeError, match=r"kernel 'add' has no parameter 'bogus'; it takes \(x_ptr, y_ptr, out_ptr, n, "
+                                        r"BLOCK\) and the launch options num_warps, "):
         k[(1,)](x, y, y, 16, BLOCK=64, bogus=1)
+    with pytest.raises(TypeError, match=r"kernel 'add' has no parameter 'BLOCKSIZE' \(did you mean 'BLOCK'\?\)"):
+        k[(1,)](x, y, y, 16, BLOCKSIZE=64)
+    with pytest.raises(TypeError, match=r"kernel 'add' has no parameter 'num_warp' \(did you mean 'num_warps'\?\)"):
+        k[(1,)](x, y, y, 16, BLOCK=64, num_warp=2)
 
 
 def test_dlpack_only_arguments(gpu: FakeGPU) -> None:
@@ -340,9 +345,12 @@ def test_the_launch_binds_positional_keyword_and_defaulted_calls_itself(gpu: Fak
 def test_bad_calls_after_the_first_are_still_explained(gpu: FakeGPU) -> None:
     k, (x, y, out) = fresh(add), arrays()
     k[(1,)](x, y, out, 16, BLOCK=64)
-    for args, kwargs in [((x, y, out, 16), {}), ((x, y, out, 16, 64), {"BLOCK": 64}), ((x, y, out), {"BLOCK": 64}),
-                         ((x, y, out, 16), {"BLOCK": 64, "bogus": 1}), ((x, y, out, 16, 64, 1), {})]:
-        with pytest.raises(TypeError, match=r"kernel 'add' takes \(x_ptr, y_ptr, out_ptr, n, BLOCK\)"):
+    takes = r"kernel 'add' takes \(x_ptr, y_ptr, out_ptr, n, BLOCK\)"
+    unknown = r"kernel 'add' has no parameter 'bogus'; it takes \(x_ptr, y_ptr, out_ptr, n, BLOCK\)"
+    for args, kwargs, text in [((x, y, out, 16), {}, takes), ((x, y, out, 16, 64), {"BLOCK": 64}, takes),
+                               ((x, y, out), {"BLOCK": 64}, takes), ((x, y, out, 16), {"BLOCK": 64, "bogus": 1}, unknown),
+                               ((x, y, out, 16, 64, 1), {}, takes)]:
+        with pytest.raises(TypeError, match=text):
             k[(1,)](*args, **kwargs)
     assert len(gpu.lib.calls) == 1
 
