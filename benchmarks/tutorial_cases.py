@@ -88,7 +88,7 @@ class TorchBackend(Backend):
         return self.torch.zeros(shape, device="cuda", dtype=getattr(self.torch, dtype))
 
     def host(self, x: Any) -> np.ndarray:
-        return x.float().cpu().numpy()
+        return x if isinstance(x, np.ndarray) else x.float().cpu().numpy()
 
     def programs(self) -> int:
         return int(self.torch.cuda.get_device_properties(0).multi_processor_count)
@@ -238,17 +238,19 @@ def attention(b: Backend, n_ctx: int) -> Case:
                                                                  BLOCK_N=block_n, CAUSAL=True)
         return out
 
+    def sdpa() -> Any:  # as (batch 1, heads, n_ctx, dim), which PyTorch's flash-attention backend takes
+        return b.torch.nn.functional.scaled_dot_product_attention(q[None], k_[None], v[None], is_causal=True)[0]
+
     def reference() -> Any:
         if b.torch is not None:
-            return b.torch.nn.functional.scaled_dot_product_attention(q, k_, v, is_causal=True)
+            return sdpa()
         s = q.astype(np.float32) @ k_.astype(np.float32).transpose(0, 2, 1) * scale
         s = np.where(np.tril(np.ones((n_ctx, n_ctx), dtype=bool)), s, -np.inf)
         p = np.exp(s - s.max(axis=-1, keepdims=True))
         return (p / p.sum(axis=-1, keepdims=True)) @ v.astype(np.float32)
     flops = 4 * heads * n_ctx * n_ctx * dim * 0.5  # two products, half of them under the causal mask
     return Case(launch, lambda got: b.close(got, reference(), 2e-2), flops,
-                (lambda: b.torch.nn.functional.scaled_dot_product_attention(q, k_, v, is_causal=True))
-                if b.torch is not None else None)
+                sdpa if b.torch is not None else None)
 
 
 def asin_reference(b: Backend, x: Any) -> Any:

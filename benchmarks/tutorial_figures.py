@@ -72,7 +72,8 @@ def point(case: tutorial_cases.Case, unit: str, columns: dict[str, Callable[[], 
             ms = measure(run, dry_run)
             values[name] = None if ms is None else case.work / (ms * 1e-3) / tutorial_cases.UNITS[unit]
         except Exception as exc:  # one failing point is reported, and the figure goes on
-            values[name] = f"error: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+            detail = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+            values[name] = f"error: {type(exc).__name__}: {detail[:300]}"
     return values
 
 

@@ -10,7 +10,7 @@ import math
 from xml.sax.saxutils import escape
 
 WIDTH, HEIGHT = 640, 400
-LEFT, RIGHT, TOP, BOTTOM = 70, 130, 40, 60
+LEFT, RIGHT, TOP, BOTTOM = 70, 140, 40, 60
 COLORS = {"despina": "#3f51b5", "triton": "#e65100", "torch": "#2e7d32"}
 
 
@@ -78,6 +78,7 @@ def line_chart(title: str, x_label: str, unit: str, xs: list[int], series: dict[
         ly = TOP + 10 + 20 * n
         out.append(f'<line x1="{WIDTH - RIGHT + 15}" y1="{ly}" x2="{WIDTH - RIGHT + 35}" y2="{ly}" stroke="{color}" '
                    'stroke-width="2"/>')
-        out.append(f'<text x="{WIDTH - RIGHT + 40}" y="{ly + 4}">{escape(name)}</text>')
+        label = name if points else f"{name}: no data"  # every point failed: the JSON says why
+        out.append(f'<text x="{WIDTH - RIGHT + 40}" y="{ly + 4}">{escape(label)}</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import re
 from pathlib import Path
 
@@ -108,6 +109,20 @@ def figure(name: str) -> str:
     if not svg.exists():
         return ("!!! note \"Figure pending\"\n    The performance figure of this tutorial has not been measured yet: "
                 "`python benchmarks/tutorial_figures.py` writes it on a GPU host with Triton and PyTorch.")
-    return (f"![{name}: despina, Triton and PyTorch](figures/{name}.svg)\n\n"
-            f"Measured by `benchmarks/tutorial_figures.py`; the numbers and the machine are in "
-            f"[figures/{name}.json](figures/{name}.json).")
+    data = json.loads((FIGURES / f"{name}.json").read_text())
+    about = data.get("machine", {})
+    text = (f"![{name}: despina, Triton and PyTorch](figures/{name}.svg)\n\n"
+            f"Measured by `benchmarks/tutorial_figures.py` on {about.get('gpu', 'a GPU')} (Triton "
+            f"{about.get('triton', '?')}, PyTorch {about.get('torch', '?')}, {about.get('date', 'undated')}); "
+            f"the numbers are in [figures/{name}.json](figures/{name}.json).")
+    rows = data.get("rows", [])
+    failed: dict[str, list[str]] = {}
+    for row in rows:
+        for column, value in row.items():
+            if isinstance(value, str) and value.startswith("error"):
+                failed.setdefault(column, []).append(value)
+    if failed:
+        text += "\n\n!!! warning \"Points missing from the figure\"\n" + "\n".join(
+            f"    - {column}: {len(errors)} of {len(rows)} sizes failed; the first: {_cell(errors[0])[:300]}"
+            for column, errors in failed.items())
+    return text

@@ -68,8 +68,12 @@ def test_figure_is_shown_when_written_else_pending(tmp_path: Path, monkeypatch: 
     monkeypatch.setattr(tables, "FIGURES", tmp_path)
     assert "Figure pending" in tables.figure("01-vector-add")
     (tmp_path / "01-vector-add.svg").write_text("<svg/>")
+    rows = [{"size": 4096, "despina": 10.0, "triton": "error: OutOfMemoryError: CUDA out of memory", "torch": 9.0}]
+    (tmp_path / "01-vector-add.json").write_text(json.dumps({"rows": rows, "machine": {"gpu": "NVIDIA H100"}}))
     shown = tables.figure("01-vector-add")
     assert "![01-vector-add" in shown and "(figures/01-vector-add.svg)" in shown and "Figure pending" not in shown
+    assert "on NVIDIA H100" in shown
+    assert "Points missing from the figure" in shown and "- triton: 1 of 1 sizes failed; the first: error: OutOfMemoryError" in shown
 
 
 def test_unknown_marker_fails_the_build() -> None:

@@ -16,7 +16,7 @@ PAGES = [
     "index", "getting-started", "language", "language/memory", "language/types", "language/extern",
     "tutorials", "tutorials/01-vector-add", "tutorials/08-grouped-gemm", "service", "service/client",
     "service/rest", "service/grpc", "operations", "operations/metrics", "operations/capacity",
-    "operations/security", "inspection", "cli",
+    "operations/security", "operations/redis", "inspection", "viewer", "cli",
 ]
 
 
@@ -29,6 +29,16 @@ def test_key_pages_exist(site: Path) -> None:
         assert "<h1" in html(site, page), page
     assert (site / "service" / "openapi.json").exists()
     assert (site / "service" / "architecture.svg").exists()
+
+
+def test_each_tutorial_shows_its_figure_or_says_it_is_pending(site: Path) -> None:
+    for page in sorted((ROOT / "docs" / "tutorials").glob("0*.md")):
+        built = html(site, f"tutorials/{page.stem}")
+        figure = ROOT / "docs" / "tutorials" / "figures" / f"{page.stem}.svg"
+        if figure.exists():
+            assert f'src="../figures/{page.stem}.svg"' in built and (site / "tutorials" / "figures" / figure.name).exists()
+        else:
+            assert "Figure pending" in built, page.name
 
 
 def public_names() -> list[str]:
