@@ -37,6 +37,8 @@ from urllib.parse import quote
 
 from despina.compiler.ir.core import Module
 
+from .caller import user_stacklevel
+
 if TYPE_CHECKING:
     from despina.jit import JITFunction
 
@@ -120,12 +122,12 @@ def compile_remote(module: Module, options: Any = None, target: str = "sm_90",
     12.8; 0 asks for a cubin whatever the driver); None: this host's driver.
     Raises `RemoteError` when the daemon refuses the kernel (its message says why).
     """
-    got = try_remote(module, options, target, specialization, driver_version, stacklevel=3)
+    got = try_remote(module, options, target, specialization, driver_version)
     return got if got is not None else _compile_local(module, options, target)
 
 
 def try_remote(module: Module, options: Any = None, target: str = "sm_90", specialization: dict[str, str] | None = None,
-               driver_version: int | None = None, stacklevel: int = 2) -> RemoteKernel | None:
+               driver_version: int | None = None) -> RemoteKernel | None:
     """`compile_remote` without the in-process fallback: None when no daemon is configured, or when
     it is unreachable (with one warning; an error with DESPINA_SERVER_REQUIRED=1)."""
     url = server()
@@ -143,7 +145,7 @@ def try_remote(module: Module, options: Any = None, target: str = "sm_90", speci
             raise
         if url not in _warned:
             _warned.add(url)
-            warnings.warn(f"despina: {e.message}; compiling in-process", RuntimeWarning, stacklevel=stacklevel)
+            warnings.warn(f"despina: {e.message}; compiling in-process", RuntimeWarning, stacklevel=user_stacklevel())
         return None
 
 

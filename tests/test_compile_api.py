@@ -3,9 +3,12 @@ builds it, every stage of the NVPTX backend kept, and `inspect_*`."""
 
 from __future__ import annotations
 
+import inspect
 import json
+import socket
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -278,3 +281,27 @@ def test_every_stage_with_and_without_a_daemon(compiled, nvptx_daemon, scheme, s
     assert k.stage(stage) == compiled.stage(stage)
     if stage in INSPECT:
         assert getattr(k, INSPECT[stage])() == getattr(compiled, INSPECT[stage])()
+
+
+def test_the_fallback_warning_points_at_the_users_line(compiled, monkeypatch):
+    """An unreachable DESPINA_SERVER (not required): one warning, at the line that called despina.compile,
+    not inside despina."""
+    from despina import remote
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.delenv("DESPINA_SERVER_REQUIRED", raising=False)
+    monkeypatch.setattr(remote, "_warned", set())
+    despina.set_server(f"grpc://127.0.0.1:{port}")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            line = inspect.currentframe().f_lineno + 1
+            k = despina.compile(add_kernel, signature=SIG, constexprs={"BLOCK": 1024}, target="sm_90")
+    finally:
+        despina.set_server(None)
+    assert k.cubin == compiled.cubin
+    fallbacks = [w for w in caught if "compiling in-process" in str(w.message)]
+    assert len(fallbacks) == 1, [str(w.message) for w in caught]
+    assert (fallbacks[0].category, fallbacks[0].filename, fallbacks[0].lineno) == (RuntimeWarning, __file__, line)
