@@ -86,7 +86,7 @@ Warps = Literal[WARPS]  # type: ignore[valid-type]
 
 class Options(Body):
     num_warps: Warps = 4
-    num_stages: int = Field(3, ge=1, le=16)
+    num_stages: int = Field(default=3, ge=1, le=16)
     debug: bool = False
 
 
