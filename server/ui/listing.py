@@ -59,5 +59,5 @@ def kernels_page(items: list[dict[str, Any]], search: str = "", target: str = ""
     else:
         listing = ('<p class="empty">No kernel matches.</p>' if search or target else
                    '<p class="empty">This daemon holds no kernel yet: compile one through it (despina.jit with '
-                   'DESPINA_REMOTE, or POST /v1/compile).</p>')
+                   'DESPINA_SERVER, or POST /v1/compile).</p>')
     return page("Kernels", f'<h1>Kernels <small>{len(items)}</small></h1>{form}{listing}', signed_in=signed_in)
