@@ -25,7 +25,7 @@ from despina.language.semantic import to_tensor
 
 from .control_flow import ControlFlow, LoopExit
 from .errors import CallSite, CompilationError
-from .hints import not_a_jit_function
+from .hints import LANGUAGE_REFERENCE, no_such_name, not_a_jit_function
 from .source import Source, source_text
 
 _BINOPS: dict[type, Any] = {
@@ -107,7 +107,8 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
             self.builder.loc = saved
 
     def generic_visit(self, node: ast.AST) -> Any:
-        raise self.error(node, f"{type(node).__name__} is not supported in a kernel; see the language reference for what is")
+        raise self.error(node, f"{type(node).__name__} is not supported in a kernel; see {LANGUAGE_REFERENCE} (the "
+                         "language reference) for what is")
 
     # ---- statements --------------------------------------------------------------------------
 
@@ -226,8 +227,7 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
             return unwrap(getattr(value, node.attr))
         except AttributeError:
             if isinstance(value, types.ModuleType):
-                raise self.error(node, f"'{value.__name__}' has no attribute '{node.attr}'; check the spelling "
-                                 "against the despina.language reference") from None
+                raise self.error(node, no_such_name(value, node.attr)) from None
             raise self.error(node, f"{_kind_of(value)} has no attribute '{node.attr}'") from None
 
     def visit_Tuple(self, node: ast.Tuple) -> tuple[Any, ...]:

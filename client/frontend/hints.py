@@ -1,9 +1,12 @@
-"""What an error suggests when a kernel calls a function that cannot take its tensors: the `tl`
-builtin of the same name for a NumPy, math or torch function, else what to do instead."""
+"""What an error suggests: the `tl` builtin of the same name for a NumPy, math or torch function that
+a kernel calls on a tensor, the closest name to a misspelt one, and the page of the language reference
+(docs/language/, the documentation site's source) to read."""
 
 from __future__ import annotations
 
+import difflib
 import sys
+import types
 from pathlib import PurePath
 from typing import Any
 
@@ -13,6 +16,11 @@ from despina.language.core import is_builtin
 # Library names whose `tl` builtin is spelt differently.
 _ALIASES = {"absolute": "abs", "clip": "clamp", "amax": "max", "amin": "min", "fmax": "maximum", "fmin": "minimum"}
 _INSTALLED = {"site-packages", "dist-packages"}
+LANGUAGE_REFERENCE = "docs/language/index.md"
+MATH_PAGE = "docs/language/math.md"
+# The page that lists each despina.language module's names.
+_PAGES = {"despina.language": LANGUAGE_REFERENCE, "despina.language.math": MATH_PAGE,
+          "despina.language.extra": "docs/language/extern.md"}
 
 
 def library_of(fn: Any) -> str | None:
@@ -47,6 +55,17 @@ def not_a_jit_function(fn: Any, written: str) -> str:
             return (f"{written}() is a {library} function and cannot take a tensor; use tl.{use}, despina's "
                     "builtin that works on tiles")
         return (f"{written}() is a {library} function, and library functions cannot take tensors: they run in "
-                "Python while the kernel compiles, before a tile has values. Use the tl builtins (see "
-                "docs/language/math.md) or write the computation as a @despina.jit function")
+                f"Python while the kernel compiles, before a tile has values. Use the tl builtins (see "
+                f"{MATH_PAGE}) or write the computation as a @despina.jit function")
     return f"'{name}' is not a @despina.jit function and cannot take tensor arguments; decorate it with @despina.jit"
+
+
+def no_such_name(module: types.ModuleType, name: str) -> str:
+    """`module` has no attribute `name`: the closest name it has, and where its names are listed."""
+    close = difflib.get_close_matches(name, [n for n in dir(module) if not n.startswith("_")], n=1)
+    text = f"'{module.__name__}' has no attribute '{name}'" + (f" (did you mean '{close[0]}'?)" if close else "")
+    parts = module.__name__.split(".")
+    page = next((_PAGES[m] for m in (".".join(parts[:i]) for i in range(len(parts), 0, -1)) if m in _PAGES), None)
+    if page is None:
+        return text + "; check the spelling"
+    return text + f"; {module.__name__}'s names are listed in {page} (the language reference)"

@@ -169,3 +169,48 @@ def test_the_users_own_function_is_still_told_to_be_decorated_even_if_tl_has_its
     assert str(compile_error(trace, own_function_kernel, X)).split("\n")[0] == (
         f"in kernel 'own_function_kernel' at {at}: 'sqrt' is not a @despina.jit function and cannot take tensor "
         "arguments; decorate it with @despina.jit")
+
+
+# ---- misspelt names, and the page of the language reference to read ------------------------------
+
+
+@despina.jit
+def misspelt_name_kernel(x_ptr, WHICH: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, 16))
+    if WHICH == "tl":
+        y = tl.sqroot(x)  # E:tl
+    elif WHICH == "tl.math":
+        y = tl.math.expp(x)  # E:tl.math
+    elif WHICH == "libdevice":
+        y = tl.extra.cuda.libdevice.powww(x, x)  # E:libdevice
+    else:
+        y = np.sqroot(x)  # E:numpy
+    tl.store(x_ptr + tl.arange(0, 16), y)
+
+
+@pytest.mark.parametrize(("which", "at", "message"), [
+    ("tl", "tl.sqroot", "'despina.language' has no attribute 'sqroot' (did you mean 'sqrt'?); despina.language's "
+     "names are listed in docs/language/index.md (the language reference)"),
+    ("tl.math", "tl.math.expp", "'despina.language.math' has no attribute 'expp' (did you mean 'exp'?); "
+     "despina.language.math's names are listed in docs/language/math.md (the language reference)"),
+    ("libdevice", "tl.extra", "'despina.language.extra.cuda.libdevice' has no attribute 'powww' (did you mean 'pow'?); "
+     "despina.language.extra.cuda.libdevice's names are listed in docs/language/extern.md (the language reference)"),
+    ("numpy", "np.sqroot", "'numpy' has no attribute 'sqroot' (did you mean 'sqrt'?); check the spelling"),
+])
+def test_a_misspelt_module_name_suggests_the_closest_and_the_page_that_lists_them(trace, which, at, message):
+    where, _, _ = located(which, at)
+    head = str(compile_error(trace, misspelt_name_kernel, X, WHICH=which)).split("\n")[0]
+    assert head == f"in kernel 'misspelt_name_kernel' at {where}: {message}"
+
+
+@despina.jit
+def unsupported_syntax_kernel(x_ptr):
+    values = [v for v in range(4)]  # E:listcomp
+    tl.store(x_ptr, values[0])
+
+
+def test_unsupported_syntax_names_the_language_reference_page(trace):
+    where, _, _ = located("listcomp", "[v for")
+    head = str(compile_error(trace, unsupported_syntax_kernel, X)).split("\n")[0]
+    assert head == (f"in kernel 'unsupported_syntax_kernel' at {where}: ListComp is not supported in a kernel; see "
+                    "docs/language/index.md (the language reference) for what is")

@@ -263,7 +263,8 @@ def unknown_tl_kernel(x_ptr):
 
 def test_unknown_tl_name(trace):
     expect(compile_error(trace, unknown_tl_kernel, X), "unknown_tl_kernel", "unknowntl", "tl.does_not_exist",
-           "'despina.language' has no attribute 'does_not_exist'", "check the spelling")
+           "'despina.language' has no attribute 'does_not_exist'",
+           "; despina.language's names are listed in docs/language/index.md (the language reference)")
 
 
 @despina.jit
