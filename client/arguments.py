@@ -42,9 +42,8 @@ def data_ptr(value: Any) -> int:
     raise TypeError(f"cannot take the address of {type(value).__name__}")
 
 
-def host_buffer(value: Any) -> np.ndarray:
-    """A NumPy view of a host array's memory starting at its first element (for the interpreter).
-    Writes through it land in `value`."""
+def host_array(value: Any) -> np.ndarray:
+    """A host array (NumPy, or a CPU torch tensor) as a NumPy array over the same memory, with its strides."""
     if hasattr(value, "device") and str(getattr(value, "device", "cpu")).startswith("cuda"):
         raise TypeError("the interpreter runs on the host: pass CPU tensors or NumPy arrays, not CUDA tensors")
     if hasattr(value, "detach") and hasattr(value, "numpy"):
@@ -57,6 +56,13 @@ def host_buffer(value: Any) -> np.ndarray:
         arr = value
     else:
         raise TypeError(f"the interpreter cannot read a {type(value).__name__}; pass a NumPy array or a CPU torch tensor")
+    return arr
+
+
+def host_buffer(value: Any) -> np.ndarray:
+    """A NumPy view of a host array's memory starting at its first element (for the interpreter).
+    Writes through it land in `value`."""
+    arr = host_array(value)
     if arr.flags.c_contiguous:
         return arr.reshape(-1)
     if any(s < 0 for s in arr.strides):
@@ -64,6 +70,19 @@ def host_buffer(value: Any) -> np.ndarray:
     span = sum((n - 1) * s for n, s in zip(arr.shape, arr.strides)) + arr.itemsize if arr.size else 0
     raw = memoryview((ctypes.c_char * span).from_address(arr.ctypes.data))
     return np.frombuffer(raw, dtype=np.uint8).view(arr.dtype) if span % arr.itemsize == 0 else np.frombuffer(raw, np.uint8)
+
+
+def strided_warning(kernel: str, name: str, arr: np.ndarray) -> str | None:
+    """What to tell the user when argument `name` of `kernel` is not C-contiguous, which a kernel reads
+    as contiguous memory from its first element (Triton's semantics), not through its strides; None
+    when it is contiguous."""
+    if arr.flags.c_contiguous:
+        return None
+    strides = tuple(s // arr.itemsize for s in arr.strides)
+    return (f"kernel '{kernel}': argument '{name}' is not contiguous (shape {tuple(arr.shape)}, strides {strides} "
+            "in elements); like Triton, the kernel reads it as contiguous memory from its first element, not "
+            "through these strides. Pass a contiguous copy (np.ascontiguousarray(a); a torch tensor: a.contiguous()) "
+            "unless the kernel indexes it with strides of its own")
 
 
 def scalar_type(value: Any) -> _t.ScalarType:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
@@ -25,6 +26,7 @@ from despina.language.core import constexpr, tensor, unwrap
 from despina.language.semantic import to_tensor
 
 from . import arguments
+from .caller import user_stacklevel
 from .frontend.codegen import generate_module, is_constexpr_annotation
 from .frontend.errors import CompilationError
 from .frontend.source import Source
@@ -99,6 +101,7 @@ class JITFunction:
         self._dispatcher: Any = None
         self._bind: Callable[[Any], Callable[..., None]] | None = None  # the dispatcher's, once made
         self._last: tuple[Any, Callable[..., None] | None] = (_NO_GRID, None)  # the last grid and its launch
+        self._warned_strided: set[str] = set()  # arguments warned of as non-contiguous in the interpreter
 
     @property
     def source(self) -> Source:
@@ -268,9 +271,20 @@ class JITFunction:
             return
         from despina.compiler.interpreter import run_kernel
 
-        buffers = [arguments.host_buffer(a.base if isinstance(a, TensorWrapper) else a) if arguments.is_array(a) else a
-                   for a in spec.runtime_args]
+        names = [n for n, p in spec.params if not isinstance(p, constexpr)]
+        buffers = [self._host_buffer(n, a) if arguments.is_array(a) else a for n, a in zip(names, spec.runtime_args)]
         run_kernel(module, grid_dims, buffers)
+
+    def _host_buffer(self, name: str, value: Any) -> Any:
+        """The interpreter's buffer for array argument `name`: its memory from its first element. A
+        non-contiguous array warns, once per kernel and argument: its strides are not what the kernel reads."""
+        arr = arguments.host_array(value.base if isinstance(value, TensorWrapper) else value)
+        if name not in self._warned_strided:
+            message = arguments.strided_warning(self.__name__, name, arr)
+            if message is not None:
+                self._warned_strided.add(name)
+                warnings.warn(message, RuntimeWarning, stacklevel=user_stacklevel())
+        return arguments.host_buffer(arr)
 
     def options(self, launch: dict[str, Any], interpret: bool) -> Options:
         """The compile options of a launch: num_warps and num_stages from its launch options; debug from

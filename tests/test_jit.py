@@ -377,3 +377,40 @@ def test_the_in_process_path_verifies_what_a_daemon_would_refuse(monkeypatch):
     with pytest.raises(VerificationError, match=r"kernel 'copy_kernel': the IR failed verification: function "
                        r"'copy_kernel', op 'load' .* at .*test_jit.py:\d+:\d+: attribute 'cache' must be one of"):
         jit_module.build_module(copy_kernel, params, attrs, False)
+
+
+# ---- non-contiguous arrays in the interpreter ----------------------------------------------------
+
+
+@despina.jit
+def copy16_kernel(x_ptr, out_ptr):
+    offs = tl.arange(0, 16)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs))
+
+
+def test_a_non_contiguous_array_warns_once_per_kernel_and_argument_and_is_read_from_its_first_element(device):
+    import inspect
+    import warnings
+
+    matrix = np.arange(64, dtype=np.float32).reshape(8, 8)
+    every_other_column = matrix[:, ::2]
+    out = np.zeros(16, np.float32)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        line = inspect.currentframe().f_lineno + 1
+        copy16_kernel[(1,)](every_other_column, out)
+        copy16_kernel[(1,)](every_other_column, out)
+        copy16_kernel[(1,)](matrix[::2], out)
+        copy16_kernel[(1,)](out, matrix.T)
+    np.testing.assert_array_equal(out, np.arange(16))  # Triton's semantics: memory from the first element
+    strided = [w for w in caught if "not contiguous" in str(w.message)]
+    assert [str(w.message).split(" is not")[0] for w in strided] == [
+        "kernel 'copy16_kernel': argument 'x_ptr'", "kernel 'copy16_kernel': argument 'out_ptr'"]
+    assert str(strided[0].message) == (
+        "kernel 'copy16_kernel': argument 'x_ptr' is not contiguous (shape (8, 4), strides (8, 2) in elements); "
+        "like Triton, the kernel reads it as contiguous memory from its first element, not through these strides. "
+        "Pass a contiguous copy (np.ascontiguousarray(a); a torch tensor: a.contiguous()) unless the kernel indexes "
+        "it with strides of its own")
+    assert "(shape (8, 8), strides (1, 8) in elements)" in str(strided[1].message)
+    assert all((w.category, w.filename) == (RuntimeWarning, __file__) for w in strided)
+    assert (strided[0].lineno, strided[1].lineno) == (line, line + 3)
