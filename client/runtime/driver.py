@@ -64,8 +64,8 @@ def init() -> None:
     try:
         result = driver.cuInit(0)
     except Exception as exc:  # cuda-bindings raises its own loader errors when libcuda is absent
-        raise CudaUnavailableError(f"no CUDA driver: {exc}. Set DESPINA_INTERPRET=1 to run kernels in the "
-                                   "interpreter") from None
+        raise CudaUnavailableError(f"no CUDA driver: {str(exc).rstrip().rstrip('.')}. Set DESPINA_INTERPRET=1 to run "
+                                   "kernels in the interpreter") from None
     if int(result[0]):
         raise driver_error(int(result[0]), "cuInit")
     _INITIALIZED = True
