@@ -15,6 +15,8 @@ import pytest
 import despina
 import despina.language as tl
 
+from .test_errors import compile_error
+
 X = np.zeros(16, np.float32)
 LINES = open(__file__).read().splitlines()
 
@@ -28,12 +30,6 @@ def located(case: str, at: str) -> tuple[str, str, str]:
     col = line.index(at)
     indent = len(line) - len(line.lstrip())
     return f"{__file__}:{found[0] + 1}:{col + 1}", "    " + line.strip(), "    " + " " * (col - indent) + "^"
-
-
-def compile_error(trace, kernel, *args, **kwargs) -> despina.CompilationError:
-    with pytest.raises(despina.CompilationError) as info:
-        trace(kernel, *args, **kwargs)
-    return info.value
 
 
 # ---- errors inside @jit helpers ------------------------------------------------------------------
