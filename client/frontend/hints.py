@@ -55,7 +55,7 @@ def not_a_jit_function(fn: Any, written: str) -> str:
             return (f"{written}() is a {library} function and cannot take a tensor; use tl.{use}, despina's "
                     "builtin that works on tiles")
         return (f"{written}() is a {library} function, and library functions cannot take tensors: they run in "
-                f"Python while the kernel compiles, before a tile has values. Use the tl builtins (see "
+                "Python while the kernel compiles, before a tile has values. Use the tl builtins (see "
                 f"{MATH_PAGE}) or write the computation as a @despina.jit function")
     return f"'{name}' is not a @despina.jit function and cannot take tensor arguments; decorate it with @despina.jit"
 
