@@ -198,7 +198,12 @@ def _expand_dims(a: AxisAnalysis, op: Op, ins: list[AxisInfo]) -> AxisInfo:
     axis, x = op.attrs["axis"], ins[0]
     if not shape_of(op.operands[0].type):
         return AxisInfo((1,), x.div, (1,), x.value)
-    div = max(x.div) if x.div else 1
+    # Along the new axis every element starts a run of its own: what divides them all. A run of
+    # consecutive integers holds an odd offset from its start, so a contiguous dimension gives 1.
+    if x.value is not None:
+        div = pow2_divisor(x.value)
+    else:
+        div = min(d if c == 1 else 1 for c, d in zip(x.contig, x.div))
     return AxisInfo(
         x.contig[:axis] + (1,) + x.contig[axis:],
         x.div[:axis] + (div,) + x.div[axis:],

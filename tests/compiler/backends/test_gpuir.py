@@ -18,7 +18,7 @@ from despina.compiler.backends.gpuir import (
     default_blocked,
     print_gpuir,
 )
-from despina.compiler.ir.types import float32, int32
+from despina.compiler.ir.types import PointerType, float32, int32
 
 from . import kernels
 from .kernel_builder import KernelBuilder
@@ -87,6 +87,22 @@ def test_unaligned_arguments_give_no_divisibility() -> None:
     ptr = _ops(gpu, "addptr")[0].result
     assert gpu.axis.info(ptr).div == (4,)
     assert gpu.axis.info(_ops(gpu, "cmp")[0].result).const == (1,)
+
+
+def test_a_causal_mask_is_no_run_of_equal_values() -> None:
+    """`rows[:, None] >= cols[None, :]` changes along both axes. Expand_dims claimed a column's values
+    (0, 1, 2, ...) all divisible by 32 along the new axis, so the mask counted as constant over runs of
+    32 rows and its registers were shared between rows: causal attention was wrong from row 16 on."""
+    k = KernelBuilder("causal", [("y", PointerType(int32))])
+    rows = k.bin("add", k.bin("mul", k.program_id(0), 32), k.arange(0, 32))
+    cols = k.arange(0, 32)
+    below = k.expand(cols, 0)
+    mask = k.cmp("ge", k.expand(rows, 1), below)
+    k.store(k.ptrs(k["y"], k.bin("add", k.bin("mul", k.expand(rows, 1), 32), below)), k.cast(mask, int32))
+    gpu = assign_layouts(k.module(divisibility=[0]), 4)
+    (row_vector,) = [op.result for op in _ops(gpu, "expand_dims") if op.attrs["axis"] == 0]
+    assert gpu.axis.info(row_vector).div[0] == 1  # 0, 1, 2, ... down the new axis: only 1 divides them all
+    assert gpu.axis.info(_ops(gpu, "cmp")[0].result).const == (1, 1)
 
 
 def test_hints_and_equal_to_1() -> None:
