@@ -8,6 +8,7 @@ to send them (service.py, cluster.py).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -135,10 +136,12 @@ class DaemonProcess:
 
 
 def start_daemons(n: int, redis_url: str | None, workers: int = 1, compiler: str | None = None,
-                  cache_root: str | Path | None = None, extra: tuple[str, ...] = ()) -> list[DaemonProcess]:
+                  cache_root: str | Path | None = None, extra: tuple[str, ...] = (),
+                  log: str | Path | None = None) -> list[DaemonProcess]:
     """`n` daemons (`despina serve` on free loopback ports), started at once; each is healthy on return.
     `compiler` is an entry point (FAKE_COMPILER: the tests' fake backend), None the NVPTX backend;
-    `cache_root` holds a disk-cache folder per daemon (None: no disk tier); `extra` more flags."""
+    `cache_root` holds a disk-cache folder per daemon (None: no disk tier); `extra` more flags; `log` a file
+    their output goes to (None: none)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "tests"), os.environ.get("PYTHONPATH")])))
     daemons = []
     for _ in range(n):
@@ -150,7 +153,8 @@ def start_daemons(n: int, redis_url: str | None, workers: int = 1, compiler: str
         cmd += ["--compiler", compiler] if compiler else []
         cmd += ["--cache-dir", str(Path(cache_root) / f"daemon-{http_port}")] if cache_root else ["--no-disk-cache"]
         # In tests/, `server` is the tests' package (for FAKE_COMPILER), not the repository's server/ folder.
-        proc = subprocess.Popen(cmd, env=env, cwd=ROOT / "tests", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with open(log, "ab") if log else contextlib.nullcontext(subprocess.DEVNULL) as out:
+            proc = subprocess.Popen(cmd, env=env, cwd=ROOT / "tests", stdout=out, stderr=subprocess.STDOUT)
         daemons.append(DaemonProcess(proc, grpc_port, http_port))
     try:
         for d in daemons:

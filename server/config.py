@@ -51,6 +51,11 @@ class ServiceConfig:
     # Kernels of one client (one address) waiting for, or in, the check of their IR in a compile
     # worker (server/intake.py); past it, or past 4 * max_ir_bytes of their IR, RESOURCE_EXHAUSTED.
     checks_per_client: int = 32
+    # HTTP (server/http_guard.py, http_body.py): connections at once; seconds a request's headers, and
+    # then its body, may take to arrive.
+    http_max_connections: int = 1000
+    http_header_timeout_s: float = 10.0
+    http_body_timeout_s: float = 60.0
     # The disk tier's folder (None: no disk tier). `despina serve` turns it on by default, with
     # `default_disk_dir()`; a bare ServiceConfig leaves it off so that services built in-process
     # share no state through the user's home folder.

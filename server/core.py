@@ -152,7 +152,7 @@ class CompileService:
         # cuda-bindings) is for the real executor; a test's executor decides for itself.
         precheck = execute.host_unavailable_reason if config.executor == DEFAULT_EXECUTOR else None
         self.gpu = execute.GpuRunner(config.executor, config.execute_timeout_s, self.metrics, precheck)
-        self.signatures = execute.Signatures(SIGNATURES)
+        self.signatures = execute.Signatures(SIGNATURES, self.intake.signature)
         self.toolchain = toolchain(config.compiler)
         self.owner = uuid.uuid4().hex
         self._flights: dict[str, _Flight] = {}
@@ -304,6 +304,9 @@ class CompileService:
             if flight.waiters == 0 and not flight.task.done():
                 flight.abandoned = True
                 flight.task.cancel()
+            # A failure's traceback holds this frame, and the flight its task, which holds the failure: without
+            # this, each failed request (its IR with it) waited for a full garbage collection.
+            del flight
 
     def _landed(self, key: str, flight: _Flight, task: asyncio.Future[Any]) -> None:
         if self._flights.get(key) is flight:

@@ -39,7 +39,7 @@ import os
 import signal
 import sys
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
@@ -116,10 +116,11 @@ class Signature:
 
 
 class Signatures:
-    """Kernels' signatures by cache key, each decoded once (the `size` most recently used kept)."""
+    """Kernels' signatures by cache key, each found once by `find` (the daemon's: `signature` in a compile
+    worker, intake.py) and the `size` most recently used kept."""
 
-    def __init__(self, size: int) -> None:
-        self.size = size
+    def __init__(self, size: int, find: Callable[[bytes], Awaitable[Signature]]) -> None:
+        self.size, self._find = size, find
         self._found: OrderedDict[str, Signature] = OrderedDict()
 
     async def get(self, key: str, ir: bytes) -> Signature:
@@ -127,7 +128,7 @@ class Signatures:
         if found is not None:
             self._found.move_to_end(key)
             return found
-        found = self._found[key] = await asyncio.to_thread(signature, ir)
+        found = self._found[key] = await self._find(ir)
         if len(self._found) > self.size:
             self._found.popitem(last=False)
         return found

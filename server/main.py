@@ -110,6 +110,14 @@ def _flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-checks-per-client", type=int, default=d.checks_per_client,
                    help="kernels of one client address whose IR may wait for its check in a compile worker; more are"
                         f" refused at once (default: {d.checks_per_client})")
+    p.add_argument("--http-max-connections", type=int, default=d.http_max_connections,
+                   help="HTTP connections at once; past it, the one waiting longest for its request's headers is "
+                        f"closed (default: {d.http_max_connections}, fewer when ulimit -n is lower)")
+    p.add_argument("--http-header-timeout", type=float, default=d.http_header_timeout_s,
+                   help="seconds a connection may take to send a request's headers, from connecting or from its last"
+                        f" answer (default: {d.http_header_timeout_s:g})")
+    p.add_argument("--http-body-timeout", type=float, default=d.http_body_timeout_s,
+                   help=f"seconds a request's body may take to arrive (default: {d.http_body_timeout_s:g})")
     p.add_argument("--redis-ttl", type=int, default=d.redis_ttl_s,
                    help=f"seconds a Redis entry lives (default: {d.redis_ttl_s}, 7 days)")
     p.add_argument("--compiler", default=DEFAULT_COMPILER, help=f"backend entry point, module:function (default: {DEFAULT_COMPILER})")
@@ -164,9 +172,12 @@ def config_from(args: argparse.Namespace) -> ServiceConfig:
         raise UsageError("--grpc-port off and --http-port off leave nothing to serve; 0 picks a free port")
     _positive("--execute-timeout-s", args.execute_timeout_s)
     _positive("--compile-timeout", args.compile_timeout)
+    _positive("--http-header-timeout", args.http_header_timeout)
+    _positive("--http-body-timeout", args.http_body_timeout)
     for flag, value in (("--cache-max-bytes", args.cache_max_bytes), ("--max-ir-bytes", args.max_ir_bytes),
                         ("--max-request-bytes", args.max_request_bytes), ("--redis-ttl", args.redis_ttl),
-                        ("--max-checks-per-client", args.max_checks_per_client)):
+                        ("--max-checks-per-client", args.max_checks_per_client),
+                        ("--http-max-connections", args.http_max_connections)):
         if value < 1:
             raise UsageError(f"{flag} must be positive, got {value}")
     if args.redis_ttl > MAX_REDIS_TTL:
@@ -194,7 +205,8 @@ def config_from(args: argparse.Namespace) -> ServiceConfig:
         redis_cluster=args.redis_cluster,
         worker_memory_bytes=args.worker_memory, extra_workers=args.extra_workers, slow_compile_s=args.slow_compile,
         redis_ttl_s=args.redis_ttl, max_ir_bytes=args.max_ir_bytes, max_request_bytes=args.max_request_bytes,
-        checks_per_client=args.max_checks_per_client,
+        checks_per_client=args.max_checks_per_client, http_max_connections=args.http_max_connections,
+        http_header_timeout_s=args.http_header_timeout, http_body_timeout_s=args.http_body_timeout,
         disk_dir=disk_dir, disk_bytes=args.cache_max_bytes,
         execute_timeout_s=args.execute_timeout_s, executor=args.executor,
         cluster_secret=load_secret(args.cluster_secret_file) if args.cluster_secret_file else None,
@@ -241,7 +253,7 @@ def _fail(error: Exception, args: argparse.Namespace) -> int:
 def _bind_http(host: str, port: int) -> socket.socket:
     """The HTTP listening socket, bound before anything starts so that a busy port is one clear line."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # asyncio sets TCP_NODELAY only then
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
@@ -263,7 +275,7 @@ async def serve(args: argparse.Namespace, config: ServiceConfig, token: str | No
     await asyncio.sleep(0)
     import uvicorn
 
-    from . import grpc_transport, http_transport
+    from . import grpc_transport, http_guard, http_transport, memory
 
     tls = (args.tls_cert, args.tls_key) if args.tls_cert else None
     await starting
@@ -286,16 +298,21 @@ async def serve(args: argparse.Namespace, config: ServiceConfig, token: str | No
         http_server = _http_server(uvicorn.Config(
             app, log_level="warning", access_log=False, lifespan="off",
             ssl_certfile=args.tls_cert, ssl_keyfile=args.tls_key, timeout_graceful_shutdown=3,
+            http=http_guard.guarded(config.http_max_connections, config.http_header_timeout_s),
         ))
+        http_guard.quiet_floods("asyncio", "uvicorn.error")
         http_task = asyncio.ensure_future(http_server.serve(sockets=[http_socket]))
         sampling = asyncio.ensure_future(app.state.sampler.run())  # the viewer's plots over time
     http_port = http_socket.getsockname()[1] if http_socket is not None else None
+    memory.settle()
+    reclaiming = asyncio.ensure_future(memory.reclaim())  # large requests' memory back to the system
     log.info("despina serve: gRPC on %s, HTTP on %s, disk cache %s, Redis %s, %d workers%s",
              "off" if grpc_server is None else f"{args.host}:{grpc_port}",
              "off" if http_port is None else f"{args.host}:{http_port}", config.disk_dir or "off",
              _redis_shown(config), config.workers, ", TLS" if tls else "")
     await stop.wait()
     log.info("shutting down")
+    reclaiming.cancel()
     if http_server is not None:
         sampling.cancel()
         http_server.should_exit = True

@@ -281,7 +281,8 @@ def key_bytes(data: bytes) -> bytes:
     and MAX_ATTR_LIST attributes), each skipped by its length: the cost does not grow with the ops,
     so a daemon can key a request before it decides to decode it."""
     data = bytes(data)
-    kept: list[bytes] = []
+    view = memoryview(data)  # slices of it copy nothing: the IR may be megabytes
+    kept: list[memoryview] = []
     i, records, n = 0, 0, len(data)
     while i < n:
         records += 1
@@ -302,8 +303,8 @@ def key_bytes(data: bytes) -> bytes:
         if i > n:
             raise IRDecodeError(f"not a serialized despina.ir.v1.Module: a record at byte {start} runs past the end")
         if tag >> 3 not in _LEFT_OUT:
-            kept.append(data[start:i])
-    return b"".join(kept)
+            kept.append(view[start:i])
+    return data if len(kept) == records else b"".join(kept)
 
 
 _LEFT_OUT = {pb.Module.DESCRIPTOR.fields_by_name[name].number for name in ("locations", "source")}

@@ -9,6 +9,7 @@ import re
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -211,3 +212,24 @@ def test_cluster_secret_and_worker_memory(tmp_path: Path) -> None:
         serve_main.config_from(parse_serve("--cluster-secret-file", str(secret)))
     with pytest.raises(serve_main.UsageError, match="--worker-memory"):
         serve_main.config_from(parse_serve("--worker-memory", "-1"))
+
+
+def test_http_answers_on_a_keep_alive_connection_without_nagle_delay(tmp_path: Path) -> None:
+    """The listening socket is made with IPPROTO_TCP: asyncio sets TCP_NODELAY on what it accepts only
+    then. Without it every answer on a kept-alive connection waited for the client's delayed ACK (44 ms)."""
+    from .conftest import Daemon
+
+    d = Daemon(tmp_path)
+    try:
+        with socket.create_connection(("127.0.0.1", d.http_port)) as s:
+            times = []
+            for _ in range(21):
+                started = time.perf_counter()
+                s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                answer = b""
+                while not answer.endswith(b"}"):
+                    answer += s.recv(4096)
+                times.append(time.perf_counter() - started)
+        assert sorted(times)[10] < 0.02, times
+    finally:
+        d.stop()

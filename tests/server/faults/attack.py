@@ -24,6 +24,28 @@ def memory(pid: int) -> tuple[int, int]:
     return found["VmRSS"], found["VmHWM"]
 
 
+class Peak:
+    """The most resident memory `pid` had while the block ran, sampled every 10 ms from /proc."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.bytes = pid, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.bytes = max(self.bytes, memory(self.pid)[0])
+            time.sleep(0.01)
+
+    def __enter__(self) -> Peak:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
 def decode_bomb(ops: int) -> bytes:
     """A module whose one function holds `ops` empty ops, two bytes each."""
     fn = ir_pb2.Function(name="k").SerializeToString() + _record(2, b"\x12\x00" * ops)
