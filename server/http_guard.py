@@ -88,7 +88,7 @@ def guarded_protocol(base: type[Any], connections: Connections) -> type[Any]:
     """uvicorn's HTTP protocol class `base` (h11 or httptools), with `connections` told of each connection
     and of each request whose headers have arrived (both set `cycle` on it)."""
 
-    class Guarded(base):  # type: ignore[misc, valid-type]
+    class Guarded(base):
         def connection_made(self, transport: asyncio.Transport) -> None:
             if not connections.opened(self):
                 transport.write(BUSY)
