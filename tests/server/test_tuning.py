@@ -88,6 +88,20 @@ def test_tunes_once_and_answers_every_later_request_from_the_tiers(shared_redis:
     with_service(second, executor=FAKE_GPU, redis_url=shared_redis.url)
 
 
+def test_only_configs_within_20_percent_of_the_fastest_get_the_whole_budget() -> None:
+    """Two rounds: every config for a fifth of rep_ms (20 of 100), then those within 20% of the fastest
+    for all of it. The fake adds rep_ms / 100,000 to 1/num_warps, so each timing shows its budget."""
+    cands = candidates("tune_budget_kernel", warps=(1, 2, 4, 8, 8))
+
+    async def body(service: CompileService) -> None:
+        r = await service.tuner.tune(TuneRequest(client_key(), "tune_budget_kernel", cands, args(), target="sm_90a"))
+        assert r.tuning is not None
+        assert r.tuning.timings_ms == pytest.approx([1.0002, 0.5002, 0.2502, 0.126, 0.126])
+        assert r.tuning.winner == 3 and service.stats()["benchmarks"] == 5
+
+    with_service(body, executor=FAKE_GPU, workers=2)
+
+
 def test_concurrent_requests_for_one_tuning_run_it_once() -> None:
     key, cands = client_key(), candidates(fake_sleep="0.2")
 
