@@ -289,9 +289,9 @@ class Tuner:
             got = compiled[i]
             assert not isinstance(got, str)
             timings[i], errors[i] = await self._timed(key, sig, got, req.candidates[i], values, req, info, 1.0)
-        for t, got in zip(timings, compiled):
+        for ms, got in zip(timings, compiled):
             if not isinstance(got, str):
-                self.service.metrics.benchmarks.labels("ok" if t is not None else "dropped").inc()
+                self.service.metrics.benchmarks.labels("ok" if ms is not None else "dropped").inc()
         # The winner by the full-budget figures: the first round's are not comparable with them.
         measured = [i for i in contenders if timings[i] is not None] or [i for i, t in enumerate(timings) if t is not None]
         if not measured:

@@ -11,8 +11,12 @@ from despina.server.auth import check_headers
 from despina.server.errors import Unauthenticated
 
 from .conftest import Daemon
-from .test_grpc import TOKEN, status_of, stub
-from .test_grpc import guarded  # noqa: F401  (fixture)
+from .test_grpc import (
+    TOKEN,
+    guarded,  # noqa: F401  (fixture)
+    status_of,
+    stub,
+)
 
 
 def test_one_header_with_the_token_passes_and_anything_else_is_refused() -> None:

@@ -7,8 +7,8 @@ import os
 import signal
 import time
 
-from despina.server.core import CompileRequest, CompileService
 from despina.server.config import ServiceConfig
+from despina.server.core import CompileRequest, CompileService
 
 from .conftest import FAKE_COMPILER, unique
 from .kernels import vector_add_ir
