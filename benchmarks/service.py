@@ -246,7 +246,7 @@ def main() -> None:
         if args.attack:
             figures[f"under {args.attack}"] = under_attack(args.attack, daemons[0], log, lambda: asyncio.run(
                 measure(f" under {args.attack}")))
-        if redis_url:
+        if redis_url and not args.attack:  # the attack runs measure the daemon under attack only
             salts = [uuid.uuid4().hex for _ in range(3)]
             for salt in salts:
                 httpx.post(f"http://127.0.0.1:{http_port}/v1/compile", timeout=120,

@@ -50,7 +50,7 @@ from .errors import (
     ServiceError,
 )
 from .execute import Argument, Buffer
-from .intake import Intake
+from .intake import LARGE, Intake
 from .keys import compile_key, is_key, toolchain
 from .lines import lines_of
 from .metrics import TIERS, Metrics, by_label, total
@@ -226,7 +226,8 @@ class CompileService:
         tier that answered."""
         self._count("compile")
         try:
-            key = self.key_of(req)
+            # Hashing megabytes of IR releases the GIL: off the event loop, the hits go on meanwhile.
+            key = self.key_of(req) if len(req.ir) < LARGE else await asyncio.to_thread(self.key_of, req)
             entry = self.memory.get(key)
             tier = "memory"
             if entry is None:

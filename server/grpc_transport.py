@@ -118,6 +118,7 @@ class Servicer:
 
     async def compile(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
         async def run() -> Message:
+            self.service.intake.admit(len(data))
             return compiled(await self.service.compile(to_core(_parse(pb.CompileRequest, data))))
 
         return await self._answer(context, "Compile", run)

@@ -29,6 +29,7 @@ from .execute import Signature
 from .workers import CompilePool
 
 _client: contextvars.ContextVar[str] = contextvars.ContextVar("despina_client", default="")
+LARGE = 1 << 20  # bytes of a request that `admit` may refuse before it is parsed
 
 
 def peer_host(peer: str) -> str:
@@ -87,16 +88,27 @@ class Intake:
         found: Signature = (await self._check({"check": "signature", "ir": ir}))["signature"]
         return found
 
+    def admit(self, size: int) -> None:
+        """Refuse a request of `size` bytes at once, before it is even parsed, when it is large and its client's
+        share of checks is taken: hashing and copying 8 MB messages only to refuse them afterwards was most of
+        what a decode-bomb flood cost the event loop. Small requests (cache hits) always pass."""
+        held = self._held.get(_client.get())
+        if size >= LARGE and held is not None and held[1] + size > self.per_client_bytes:
+            raise self._refusal(_client.get(), held)
+
+    def _refusal(self, client: str, held: list[int]) -> ResourceExhausted:
+        return ResourceExhausted(
+            f"this client{f' ({client})' if client else ''} already has {held[0]} kernels ({held[1]} bytes of IR) "
+            f"waiting to be checked; a client may have {self.per_client} and {self.per_client_bytes} bytes "
+            "(despina serve --max-checks-per-client): retry when those are answered")
+
     async def _check(self, job: dict[str, Any]) -> dict[str, Any]:
         client, size = _client.get(), len(job["ir"])
         held = self._held.setdefault(client, [0, 0])
         if held[0] >= self.per_client or held[1] + size > self.per_client_bytes:
             if held[0] == 0:
                 del self._held[client]
-            raise ResourceExhausted(
-                f"this client{f' ({client})' if client else ''} already has {held[0]} kernels ({held[1]} bytes of IR) "
-                f"waiting to be checked; a client may have {self.per_client} and {self.per_client_bytes} bytes "
-                "(despina serve --max-checks-per-client): retry when those are answered")
+            raise self._refusal(client, held)
         held[0] += 1
         held[1] += size
         try:

@@ -139,3 +139,20 @@ def test_a_cancelled_check_gives_its_turn_back() -> None:
             await asyncio.wait_for(intake.verify(vector_add_ir(salt=unique())), 10)
 
     with_intake(body, per_client=2)
+
+
+def test_a_large_request_is_refused_before_parsing_when_its_clients_share_is_taken() -> None:
+    async def body(intake: Intake) -> None:
+        slow = asyncio.ensure_future(intake.pool.compile(vector_add_ir(salt=unique(), fake_sleep=0.3), "sm_90", 4, 3))
+        await asyncio.sleep(0.05)
+        with Intake.client_is("a"):
+            waiting = asyncio.ensure_future(intake.verify(vector_add_ir(salt=unique()) + b"\0" * 1500))
+            await asyncio.sleep(0.01)
+            intake.admit(1000)  # small: a cache hit always passes
+            with pytest.raises(ResourceExhausted, match="already has 1 kernels"):
+                intake.admit(2 << 20)
+        with Intake.client_is("b"):
+            intake.admit(2 << 20)  # another client's share is its own
+        await asyncio.gather(slow, waiting, return_exceptions=True)
+
+    with_intake(body, per_client_bytes=(2 << 20) + 100)

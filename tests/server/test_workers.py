@@ -73,3 +73,19 @@ def test_no_extra_workers_means_waiting_behind_the_slow_compile() -> None:
             await service.close()
 
     asyncio.run(main())
+
+
+def test_compile_workers_run_below_the_event_loops_priority() -> None:
+    from despina.server.metrics import Metrics
+    from despina.server.workers import WORKER_NICENESS, CompilePool
+
+    async def main() -> None:
+        pool = CompilePool(1, FAKE_COMPILER, 30.0, Metrics())
+        await pool.start()
+        try:
+            mine = os.getpriority(os.PRIO_PROCESS, 0)
+            assert os.getpriority(os.PRIO_PROCESS, pool.pids()[0]) == min(19, mine + WORKER_NICENESS)
+        finally:
+            await pool.close()
+
+    asyncio.run(main())
