@@ -235,20 +235,6 @@ class LineMaps(BaseModel):
                     "nvdisasm).")
 
 
-class SourceLines(BaseModel):
-    file: str = Field(description="The kernel's source file, as the client that first compiled it named it.")
-    first_line: int = Field(description="The line number (1-based) of text[0].")
-    text: list[str] = Field(description="The lines the client sent: the kernel and its helpers in that file.")
-
-
-class LineMaps(BaseModel):
-    source: SourceLines | None = Field(description="The kernel's source text; null when the client sent none.")
-    stages: dict[str, dict[str, int]] = Field(
-        description="By stage (ir, gpuir, llir, ptx, sass): line number (1-based, as a string) in that stage's text "
-                    "-> the source line it came from. A stage without a map is absent (sass on a daemon without "
-                    "nvdisasm).")
-
-
 class ErrorDetail(BaseModel):
     code: str
     message: str
