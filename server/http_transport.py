@@ -343,7 +343,10 @@ class Guard:
                 receive = await http_body.read(receive, most, self.body_timeout_s, path)
         except ServiceError as e:
             note(scope, code=e.code)
-            await _error(self.refuse(e))(scope, receive, send)
+            refusal = _error(self.refuse(e))
+            if scope["method"] in ("POST", "PUT", "PATCH"):  # its body may still be coming: not read, not kept
+                refusal.headers["connection"] = "close"
+            await refusal(scope, receive, send)
             return
         with Intake.client_is(scope["client"][0] if scope.get("client") else ""):
             await self.app(scope, receive, send)
