@@ -1,6 +1,6 @@
 """Autotuning, cold and for a second client, Despina against Triton on one GPU.
 
-    python benchmarks/autotune.py [--out DIR] [--size 4096] [--workers 8]
+    python benchmarks/autotune.py [--out DIR] [--size 4096] [--workers N]
 
 The kernel is `kernels.py`'s `matmul_tuned_kernel`: the tutorial matmul under `autotune` with 16
 configs (`TUNING_CONFIGS`), written for Triton; Despina runs the same file with its imports changed.
@@ -97,7 +97,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path(os.environ["OUT"]) if "OUT" in os.environ else None)
     parser.add_argument("--size", type=int, default=4096)
-    parser.add_argument("--workers", type=int, default=8, help="the daemon's compile workers")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                        help="the daemon's compile workers (default: the CPU count, as despina serve's)")
     parser.add_argument("--client", choices=["despina", "triton"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.client:
