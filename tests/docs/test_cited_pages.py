@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from conftest import ROOT
+from site_helpers import ROOT
 
 CITED = re.compile(r"docs/[A-Za-z0-9_./-]+\.md")
 

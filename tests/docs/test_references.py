@@ -10,7 +10,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from conftest import ROOT
+from site_helpers import ROOT
 
 GEN = ROOT / "docs" / "gen"
 

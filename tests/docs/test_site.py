@@ -3,11 +3,14 @@ document: every `tl` name, every libdevice function, route, RPC, metric, flag an
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 import types
 from pathlib import Path
 
-from conftest import ROOT, html
+import pytest
+from site_helpers import ROOT, html, mkdocs_command
 
 import despina.language as tl
 from despina.language.extra.cuda import libdevice
@@ -18,6 +21,17 @@ PAGES = [
     "service/rest", "service/grpc", "operations", "operations/metrics", "operations/capacity",
     "operations/security", "operations/redis", "inspection", "viewer", "cli",
 ]
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site, built once with `mkdocs build --strict`."""
+    out = tmp_path_factory.mktemp("site")
+    proc = subprocess.run([*mkdocs_command(), "build", "--strict", "--site-dir", str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, NO_MKDOCS_2_WARNING="1"))
+    assert proc.returncode == 0, f"mkdocs build --strict failed:\n{proc.stdout}\n{proc.stderr}"
+    return out
 
 
 def language_reference(site: Path) -> str:

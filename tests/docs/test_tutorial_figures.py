@@ -8,7 +8,7 @@ import sys
 import xml.etree.ElementTree as ET
 
 import pytest
-from conftest import ROOT
+from site_helpers import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 

@@ -8,7 +8,7 @@ import runpy
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from site_helpers import ROOT
 
 TUTORIALS = ROOT / "docs" / "tutorials"
 PAGES = sorted(TUTORIALS.glob("0*.md"))

@@ -1,13 +1,11 @@
-"""The documentation site, built once per session with `mkdocs build --strict` (tests/docs/)."""
+"""What the documentation tests share (tests/docs/): the repository root, how to run mkdocs, a built page.
+A module of its own name: a second rootless conftest.py would replace tests/conftest.py as `conftest`, which
+other test modules import by that name."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -17,16 +15,6 @@ def mkdocs_command() -> list[str]:
     the `despina` script too, comes first on sys.path), else `python -m mkdocs`."""
     script = Path(sys.executable).parent / "mkdocs"
     return [str(script)] if script.exists() else [sys.executable, "-m", "mkdocs"]
-
-
-@pytest.fixture(scope="session")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("site")
-    proc = subprocess.run([*mkdocs_command(), "build", "--strict", "--site-dir", str(out)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, NO_MKDOCS_2_WARNING="1"))
-    assert proc.returncode == 0, f"mkdocs build --strict failed:\n{proc.stdout}\n{proc.stderr}"
-    return out
 
 
 def html(site: Path, page: str) -> str:
