@@ -64,7 +64,7 @@ def new_clients(http_port: int, seconds: float) -> dict[str, float]:
     return {"served": len(latencies), "failed": failed, "p99_ms": round(1e3 * p99, 2)}
 
 
-def _varint(n: int) -> bytes:
+def varint(n: int) -> bytes:
     out = bytearray()
     while True:
         out.append(n & 0x7F | (0x80 if n > 0x7F else 0))
@@ -73,13 +73,16 @@ def _varint(n: int) -> bytes:
             return bytes(out)
 
 
-def _decode_bomb(ops: int, salt: int) -> bytes:
-    """A module of `ops` ops named 'x' (5 bytes each), made unique by `salt` (an unknown varint field)."""
-    def record(field: int, payload: bytes) -> bytes:
-        return bytes([field << 3 | 2]) + _varint(len(payload)) + payload
+def record(field: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf record."""
+    return varint(field << 3 | 2) + varint(len(payload)) + payload
 
-    fn = record(1, b"k") + record(2, record(2, record(1, b"x")) * ops)
-    return b"\x08\x02" + record(4, fn) + b"\x78" + _varint(salt)
+
+def decode_bomb(ops: int, salt: int = 0, op: bytes = record(1, b"x")) -> bytes:
+    """A module (schema 2) of one function holding `ops` copies of `op` (an Op message's bytes: by default a
+    name 'x', 5 bytes an op; b"" for empty ops of 2 bytes), made unique by `salt` (an unknown field 15)."""
+    fn = record(1, b"k") + record(2, record(2, op) * ops)
+    return b"\x08\x02" + record(4, fn) + (b"\x78" + varint(salt) if salt else b"")
 
 
 def _grpc_flood(grpc_port: int, make: Any, threads: int) -> None:
@@ -153,7 +156,7 @@ def main() -> None:
     parser.add_argument("http_port", type=int)
     args = parser.parse_args()
     if args.kind == "decode-bomb":
-        _grpc_flood(args.grpc_port, lambda i: _decode_bomb(1_600_000, i), threads=6)
+        _grpc_flood(args.grpc_port, lambda i: decode_bomb(1_600_000, i), threads=6)
     elif args.kind == "preauth":
         big = b"\0" * (60 * 1000 * 1000)
         _grpc_flood(args.grpc_port, lambda i: big, threads=6)

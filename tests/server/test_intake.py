@@ -15,29 +15,13 @@ from despina.server.metrics import Metrics
 from despina.server.workers import CompilePool
 
 from .conftest import FAKE_COMPILER, unique
+from .faults.attack import decode_bomb
 from .kernels import vector_add, vector_add_ir
 
 T = TypeVar("T")
 
 
-def empty_ops(n: int) -> bytes:
-    """A module whose one function holds `n` empty ops (2 bytes each): a decode bomb past 100,000."""
-    from despina.proto import ir_pb2 as pb
-
-    fn = pb.Function(name="k").SerializeToString() + _record(2, b"\x12\x00" * n)
-    return pb.Module(schema_version=2).SerializeToString() + _record(4, fn)
-
-
-def _record(field: int, payload: bytes) -> bytes:
-    n, out = len(payload), bytearray()
-    while True:
-        out.append(n & 0x7F | (0x80 if n > 0x7F else 0))
-        n >>= 7
-        if not n:
-            return bytes([field << 3 | 2]) + bytes(out) + payload
-
-
-BOMB = empty_ops(200_000)
+BOMB = decode_bomb(200_000)
 
 
 def with_intake(body: Callable[[Intake], Awaitable[T]], per_client: int = 8, per_client_bytes: int = 1 << 20) -> T:

@@ -1,40 +1,57 @@
-"""What the attack tests share: the daemon's memory from /proc, a decode bomb, cache-hit latency."""
+"""What the attack tests share: benchmarks/attacks.py's decode bomb and /proc reading, and cache-hit latency."""
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 import threading
 import time
+from pathlib import Path
+from types import ModuleType
 
 import grpc
 
-from despina.proto import ir_pb2, service_pb2_grpc
 from despina.proto import service_pb2 as pb
+from despina.proto import service_pb2_grpc
 
+
+def _attacks() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "despina_benchmark_attacks", Path(__file__).resolve().parents[3] / "benchmarks" / "attacks.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+attacks = _attacks()
 MB = 1 << 20
 
 
-def memory(pid: int) -> tuple[int, int]:
-    """(resident, peak resident) bytes of `pid`: VmRSS and VmHWM."""
-    found = {}
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if key in ("VmRSS", "VmHWM"):
-                found[key] = int(value.split()[0]) * 1024
-    return found["VmRSS"], found["VmHWM"]
+def memory(pid: int) -> float:
+    """The resident memory of `pid`, in MB."""
+    found: float = attacks.memory(pid)["rss_mb"]
+    return found
+
+
+def decode_bomb(ops: int, salt: int = 0) -> bytes:
+    """A module whose one function holds `ops` empty ops, two bytes each."""
+    found: bytes = attacks.decode_bomb(ops, salt, op=b"")
+    return found
 
 
 class Peak:
-    """The most resident memory `pid` had while the block ran, sampled every 10 ms from /proc."""
+    """The most resident memory (MB) `pid` had while the block ran, sampled every 10 ms from /proc."""
 
     def __init__(self, pid: int) -> None:
-        self.pid, self.bytes = pid, 0
+        self.pid, self.mb = pid, 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.bytes = max(self.bytes, memory(self.pid)[0])
+            self.mb = max(self.mb, memory(self.pid))
             time.sleep(0.01)
 
     def __enter__(self) -> Peak:
@@ -44,21 +61,6 @@ class Peak:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(5)
-
-
-def decode_bomb(ops: int) -> bytes:
-    """A module whose one function holds `ops` empty ops, two bytes each."""
-    fn = ir_pb2.Function(name="k").SerializeToString() + _record(2, b"\x12\x00" * ops)
-    return ir_pb2.Module(schema_version=2).SerializeToString() + _record(4, fn)
-
-
-def _record(field: int, payload: bytes) -> bytes:
-    n, length = len(payload), bytearray()
-    while True:
-        length.append(n & 0x7F | (0x80 if n > 0x7F else 0))
-        n >>= 7
-        if not n:
-            return bytes([field << 3 | 2]) + bytes(length) + payload
 
 
 def stub(address: str) -> service_pb2_grpc.CompilerStub:
