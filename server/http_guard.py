@@ -163,7 +163,7 @@ class QuietFloods(logging.Filter):
             return False
         self._last[key] = (now, 0)
         if held:
-            record.msg = f"{record.msg} ({held} more like this in the last {now - last:.0f} s not logged)"
+            record.msg = f"{record.msg} ({held} more like this in the last {now - last:.1f} s not logged)"
         return True
 
 
