@@ -50,7 +50,7 @@ def test_stats_metrics_and_access_log_agree(tmp_path: Path, shared_redis: RedisP
             assert http.get(f"/v1/kernels/{key}").status_code == 200
             statuses = [
                 http.post("/v1/compile", json={"ir": "%%%"}).status_code,  # not base64
-                http.post("/v1/compile", json={"ir": b64(ir), "target": "gfx90a"}).status_code,
+                http.post("/v1/compile", json={"ir": b64(ir), "target": "gfx90a"}).status_code,  # 422: the schema
                 http.post("/v1/compile", json={"ir": b64(b"\x01garbage")}).status_code,  # does not decode
                 http.post("/v1/compile", json={"ir": 5, "options": {"num_warps": "x"}}).status_code,  # 422
                 http.get("/v1/kernels/not-a-key").status_code,
@@ -62,7 +62,7 @@ def test_stats_metrics_and_access_log_agree(tmp_path: Path, shared_redis: RedisP
                                                "args": [buffer, buffer, buffer, {"int_value": 16}]}).status_code,
                 httpx.get(d.http + "/v1/kernels").status_code,  # no token
             ]
-        assert statuses == [400, 400, 400, 422, 400, 404, 404, 405, 413, 501, 401]
+        assert statuses == [400, 422, 400, 422, 400, 404, 404, 405, 413, 501, 401]
         channel = grpc.insecure_channel(d.grpc.split("://")[1])
         compiler = service_pb2_grpc.CompilerStub(channel)
         meta = (("authorization", "Bearer t0ken"),)
