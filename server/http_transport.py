@@ -351,6 +351,7 @@ class Guard:
         with Intake.client_is(scope["client"][0] if scope.get("client") else ""):
             await self.app(scope, receive, send)
 
+
 def create_app(service: CompileService, token: str | None = None, protect_docs: bool = False) -> FastAPI:
     app = FastAPI(title="Despina compilation service", version="1", description=__doc__, docs_url=None,
                   redoc_url=None)
@@ -437,12 +438,6 @@ def create_app(service: CompileService, token: str | None = None, protect_docs: 
         """Delete one kernel from memory, disk and Redis. Needs the daemon's token (a daemon without one refuses)."""
         note(request, key=key[:64])
         return DeletedKernel(key=key, tiers=await service.delete(key))
-
-    @app.get("/v1/kernels/{key}/lines", response_model=LineMaps, responses=ERRORS)
-    async def lines(key: str, request: Request) -> dict[str, Any]:
-        """Which source line each line of the kernel's stages came from, and the source text itself."""
-        note(request, key=key[:64])
-        return await service.get_lines(key)
 
     @app.get("/v1/kernels/{key}/lines", response_model=LineMaps, responses=ERRORS)
     async def lines(key: str, request: Request) -> dict[str, Any]:
