@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from functools import cache
 from importlib import metadata
 
-KEY_VERSION = 2
+KEY_VERSION = 3
 _TOOLS = ("despina", "llvmlite", "nvidia-nvjitlink", "nvidia-nvjitlink-cu12", "cuda-bindings")
 
 

@@ -22,6 +22,7 @@ from typing import Any, NoReturn
 from despina.proto import ir_pb2 as pb
 
 from .core import Block, Function, IRError, Loc, Module, Op, SourceText, Value
+from .filenames import files_error, short_names
 from .types import PointerType, ScalarType, TileType, Type, parse_type
 from .verifier import MAX_ATTR_DEPTH, MAX_ATTR_LIST, MAX_FUNCTIONS, MAX_REGION_DEPTH, MAX_TYPE_TEXT
 from .wire import IRDecodeError, census, varint
@@ -273,9 +274,11 @@ def decode(data: bytes) -> Module:
 
 
 def key_bytes(data: bytes) -> bytes:
-    """`data` without its location table and source text: what a cache key hashes, so that one kernel
-    traced from two checkouts (or one path written two ways) gets one key. `IRDecodeError` for bytes
-    whose top level is not protobuf records.
+    """`data` as a cache key hashes it: without the source text, and with the location table's files
+    named as the debug info names them (`filenames.short_names`), so that one kernel traced from two
+    checkouts (or one path written two ways) gets one key, and the same kernel at other lines (whose
+    PTX carries other `.loc` lines) another. `IRDecodeError` for bytes whose top level is not protobuf
+    records.
 
     Only the module's top-level records are read (a few per module; at most MAX_FUNCTIONS functions
     and MAX_ATTR_LIST attributes), each skipped by its length: the cost does not grow with the ops,
@@ -302,11 +305,28 @@ def key_bytes(data: bytes) -> bytes:
             raise IRDecodeError(f"not a serialized despina.ir.v1.Module: wire type {wire} at byte {start}")
         if i > n:
             raise IRDecodeError(f"not a serialized despina.ir.v1.Module: a record at byte {start} runs past the end")
-        if tag >> 3 not in _LEFT_OUT:
+        if tag >> 3 == _LOCATIONS:
+            kept.append(memoryview(_keyed_locations(bytes(view[start:i]))))
+        elif tag >> 3 != _SOURCE:
             kept.append(view[start:i])
-    return data if len(kept) == records else b"".join(kept)
+    return b"".join(kept)
 
 
-_LEFT_OUT = {pb.Module.DESCRIPTOR.fields_by_name[name].number for name in ("locations", "source")}
+def _keyed_locations(record: bytes) -> bytes:
+    """A Module.locations record (tag, length, message) with each file replaced by its short name."""
+    module = pb.Module()
+    try:
+        module.MergeFromString(record)
+    except Exception as e:  # protobuf's DecodeError, or whatever its runtime raises on garbage
+        raise IRDecodeError(f"not a serialized despina.ir.v1.Module: its location table: {e}") from None
+    table = module.locations
+    if why := files_error(table.files):
+        raise IRDecodeError(why)
+    names = short_names(table.files)
+    table.files[:] = [names[f] for f in table.files]
+    return module.SerializeToString()
+
+
+_LOCATIONS, _SOURCE = (pb.Module.DESCRIPTOR.fields_by_name[name].number for name in ("locations", "source"))
 _MAX_TOP_LEVEL = 2 + MAX_FUNCTIONS + MAX_ATTR_LIST + 2  # versions, functions, attributes, locations, source
 

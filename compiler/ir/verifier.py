@@ -16,6 +16,7 @@ from typing import Any
 
 from .attrs import attrs_error
 from .core import IR_VERSION, Block, Function, IRError, Loc, Module, Op, SourceText, Value
+from .filenames import files_error
 from .ops import OPS, OpDef, infer
 from .types import SCALAR_NAMES, PointerType, ScalarType, TileType, Type, elem_of
 
@@ -220,6 +221,10 @@ class _Verifier:
             self.block(fn.body, [], "return", 0, fn)
         self.fn = ""
         self.recursion()
+        files = [fn.loc.file for fn in m.functions if isinstance(fn.loc, Loc)]
+        files += [op.loc.file for fn in m.functions for op in fn.walk() if isinstance(op.loc, Loc)]
+        if err := files_error(files):
+            raise self.fail(err)
 
     def signature(self, fn: Any) -> None:
         if not isinstance(fn, Function):

@@ -20,6 +20,7 @@ from pathlib import PurePath
 from typing import Any
 
 from ...ir.core import Loc, Module
+from ...ir.filenames import path_parts
 
 LineMap = dict[int, int]
 
@@ -29,15 +30,6 @@ def source_file(module: Module) -> str | None:
     if module.source is not None:
         return module.source.file
     return module.kernel.loc.file if module.kernel.loc else None
-
-
-_UNSAFE = re.compile(r'[^\x20-\x7e]|["\\]')
-
-
-def path_parts(path: str) -> tuple[str, ...]:
-    """The components of `path` as the debug info writes them: printable ASCII, no quote or backslash
-    (each other character an underscore), so that no file name can break a `.file` directive."""
-    return tuple(_UNSAFE.sub("_", part) for part in PurePath(path).parts) or (_UNSAFE.sub("_", path),)
 
 
 def names_file(name: str, path: str) -> bool:

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from strategies import modules
 
 from despina.compiler.ir.core import IRError, Loc, Module, Op
-from despina.compiler.ir.hashing import canonical_bytes, module_hash
+from despina.compiler.ir.hashing import canonical_bytes, line_table, module_hash
 from despina.compiler.ir.parser import parse_module
 from despina.compiler.ir.printer import print_module
 from despina.compiler.ir.types import TileType, float16, int32
@@ -47,10 +47,11 @@ def build(file: str = "k.py") -> Module:
     return make(file)
 
 
-def test_canonical_bytes_are_the_text_without_locations() -> None:
-    m = build()
-    assert canonical_bytes(m) == print_module(m, locs=False).encode()
-    assert b"loc(" not in canonical_bytes(m)
+def test_canonical_bytes_are_the_text_then_the_line_table() -> None:
+    m = build("/home/user/src/k.py")
+    assert canonical_bytes(m) == (print_module(m, locs=False) + line_table(m)).encode()
+    assert b"loc(" not in canonical_bytes(m) and b"/home" not in canonical_bytes(m)
+    assert line_table(m).startswith("// k.py:1:0\n// k.py:3:4\n")  # the kernel, then its ops
     assert len(module_hash(m)) == 64 and int(module_hash(m), 16) >= 0
 
 
@@ -64,14 +65,18 @@ def test_hash_is_stable_across_processes() -> None:
     assert hashes == {module_hash(build())}
 
 
-def test_locations_and_value_hints_do_not_change_the_hash() -> None:
-    a, b = build("a.py"), build("elsewhere/b.py")
+def test_checkouts_and_value_hints_do_not_change_the_hash_but_lines_do() -> None:
+    """The PTX names a file by the tail of its path and carries each op's line: one kernel from two
+    checkouts is one hash; the same kernel at other lines or in another file is another."""
+    a, b = build("/home/user/src/k.py"), build("/srv/ci/checkout/k.py")
     assert module_hash(a) == module_hash(b)
     for op in b.kernel.walk():
-        op.loc = None
         for r in op.results:
             r.hint = "renamed"
     assert module_hash(a) == module_hash(b)
+    assert module_hash(build("/home/user/src/other.py")) != module_hash(a)
+    b.kernel.body.ops[0].loc = Loc("/srv/ci/checkout/k.py", 4, 4)
+    assert module_hash(a) != module_hash(b)
 
 
 def change_attribute(m: Module) -> None:
@@ -126,4 +131,4 @@ def test_parsed_module_hashes_like_the_original(m: Module) -> None:
     assert module_hash(parse_module(print_module(m))) == module_hash(m)
     for op in m.kernel.walk():
         op.loc = Loc("moved.py", 99, 1)
-    assert module_hash(parse_module(print_module(m, locs=False))) == module_hash(m)
+    assert module_hash(parse_module(print_module(m))) == module_hash(m)

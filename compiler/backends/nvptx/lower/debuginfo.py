@@ -14,23 +14,9 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from ....ir.core import Function, Loc
-from ..lines import path_parts
+from ....ir.filenames import path_parts, short_names
 
 PRODUCER = "despina"
-
-
-def short_names(paths: list[str]) -> dict[str, str]:
-    """Each distinct path's shortest tail of components that no other path in `paths` ends with, in
-    the characters a `.file` directive can hold (`lines.path_parts`)."""
-    parts = {p: path_parts(p) for p in dict.fromkeys(paths)}
-    names: dict[str, str] = {}
-    for path, mine in parts.items():
-        others = [q for p, q in parts.items() if p != path]
-        n = 1
-        while n < len(mine) and any(q[-n:] == mine[-n:] for q in others):
-            n += 1
-        names[path] = "/".join(mine[-n:])
-    return names
 
 
 class DebugInfo:

@@ -19,9 +19,9 @@ from frontend.scale_kernel import LOAD_LINE, STORE_LINE, load_kernel, traced  # 
 from despina.compiler.backends.nvptx import compile_module  # noqa: E402
 from despina.compiler.backends.nvptx.cubin import sections  # noqa: E402
 from despina.compiler.backends.nvptx.lines import llir_lines, names_file, ptx_lines  # noqa: E402
-from despina.compiler.backends.nvptx.lower.debuginfo import short_names  # noqa: E402
 from despina.compiler.ir.codec import encode, key_bytes  # noqa: E402
 from despina.compiler.ir.core import Loc  # noqa: E402
+from despina.compiler.ir.filenames import short_names  # noqa: E402
 
 
 def lines_with(text: str, needle: str) -> set[int]:
