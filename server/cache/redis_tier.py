@@ -203,18 +203,30 @@ class RedisTier:
     async def put_error(self, key: str, code: str, message: str) -> None:
         """Tell the daemons waiting on `key` why it failed; only with a cluster secret, since without
         one they could not tell a daemon's record from one planted in Redis (they compile instead)."""
-        if self.secret is None:
-            return
-        payload = f"{code}\n{message}".encode()
-        record = ERROR_MAGIC + self._mac(key, payload) + payload
-        await self._call("set", lambda: self.client.set(name("error", key), record, px=self.lease_ms))
+        record = self.seal("error", key, f"{code}\n{message}".encode())
+        if record is not None:
+            await self._call("set", lambda: self.client.set(name("error", key), record, px=self.lease_ms))
 
-    def _failure(self, key: str, record: bytes) -> Failure | None:
+    def seal(self, kind: str, key: str, payload: bytes) -> bytes | None:
+        """An error record of `kind` for `key` that only a daemon with this cluster secret can make;
+        None without a secret (waiters could not tell it from one planted in Redis)."""
+        if self.secret is None:
+            return None
+        return ERROR_MAGIC + self._mac(f"{kind}:{key}", payload) + payload
+
+    def unseal(self, kind: str, key: str, record: bytes) -> bytes | None:
+        """The payload of a record `seal` made, or None (logged) for one this daemon cannot authenticate."""
         head = len(ERROR_MAGIC) + 64
         payload = record[head:]
         if (self.secret is None or not record.startswith(ERROR_MAGIC)
-                or not hmac.compare_digest(self._mac(key, payload), record[len(ERROR_MAGIC):head])):
-            log.warning("ignoring an error record for %s that this daemon cannot authenticate", key)
+                or not hmac.compare_digest(self._mac(f"{kind}:{key}", payload), record[len(ERROR_MAGIC):head])):
+            log.warning("ignoring a %s record for %s that this daemon cannot authenticate", kind, key)
+            return None
+        return payload
+
+    def _failure(self, key: str, record: bytes) -> Failure | None:
+        payload = self.unseal("error", key, record)
+        if payload is None:
             return None
         code, _, message = payload.decode(errors="replace").partition("\n")
         return Failure(code, message)

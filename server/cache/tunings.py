@@ -144,10 +144,13 @@ class TuningStore:
         await redis._call("lease", lambda: redis.client.eval(_RELEASE, 1, name("tunelease", key), owner))
 
     async def put_error(self, key: str, message: str) -> None:
+        """Tell the daemons waiting on `key` why its tuning failed, in a record sealed with the cluster
+        secret (none without one: the waiters then tune for themselves)."""
         assert self.redis is not None
         redis = self.redis
-        await redis._call("set", lambda: redis.client.set(name("tuneerror", key), message.encode(),
-                                                          px=redis.lease_ms))
+        record = redis.seal("tuneerror", key, message.encode())
+        if record is not None:
+            await redis._call("set", lambda: redis.client.set(name("tuneerror", key), record, px=redis.lease_ms))
 
     async def wait(self, key: str, poll_s: float) -> Tuning | str | None:
         """Wait while another daemon tunes `key`: its record, its error, or None when its lease went
@@ -155,6 +158,7 @@ class TuningStore:
         assert self.redis is not None
         redis = self.redis
         names = [name(kind, key) for kind in ("tuning", "tuneerror", "tunelease")]
+        distrusted = b""
         while True:
             got = await redis._call("wait", lambda: redis.client.mget(names))
             if isinstance(got, _Failed):
@@ -165,8 +169,11 @@ class TuningStore:
                 if found is not None:
                     self._remember(found)
                 return found
-            if error is not None:
-                return error.decode(errors="replace") if isinstance(error, bytes) else str(error)
+            if isinstance(error, bytes) and error != distrusted:
+                payload = redis.unseal("tuneerror", key, error)
+                if payload is not None:
+                    return payload.decode(errors="replace")
+                distrusted = error  # not a daemon's: wait on the lease as if it were not there
             if lease is None:
                 return None
             await asyncio.sleep(poll_s)
