@@ -130,7 +130,7 @@ class GpuExecutor:
         module = self.device.modules.pop((self.device.context, digest), None)
         if module is not None:
             try:
-                driver.call("cuModuleUnload", driver.cu().cuModuleUnload, module)
+                driver.unload(module)
             except Exception:
                 pass
 

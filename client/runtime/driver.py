@@ -1,10 +1,13 @@
-"""The CUDA driver through cuda-bindings: initialization, devices and their primary contexts,
-loaded modules, memory and synchronization. Nothing here is on the launch fast path
-(`libcuda.py` is); cuda-bindings is imported on first use, so `import despina` stays light.
+"""The CUDA driver through ctypes on libcuda (`libcuda.py`): initialization, devices and their primary
+contexts, loaded modules, memory and synchronization. Nothing here imports cuda-bindings, so a
+process that only launches kernels never pays for it (~35 ms).
 
     dev = driver.device(0)          # retains and activates device 0's primary context
     dev.target                      # 'sm_90a' on an H100
     fn = dev.load(cubin, "add_kernel", shared=65536, num_warps=4)
+
+Handles (devices, contexts, modules, functions, device pointers) are plain ints here; a call passes
+them to libcuda as ctypes objects of their C types.
 """
 
 from __future__ import annotations
@@ -14,17 +17,23 @@ import ctypes
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import Any
 
 from . import libcuda
 from .errors import CudaUnavailableError, LaunchError, SharedMemoryError, driver_error
 
-_CU: ModuleType | None = None
 _INITIALIZED = False
 _VERSION: int | None = None
 _DEVICES: dict[int, Device] = {}
 _BY_CONTEXT: dict[int, Device] = {}
+
+# cuda.h's CUfunction_attribute and CUdevice_attribute values the runtime reads.
+FUNC_SHARED_SIZE_BYTES = 1
+FUNC_NUM_REGS = 4
+FUNC_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+DEVICE_ATTRIBUTES = {"MAX_THREADS_PER_BLOCK": 1, "MAX_GRID_DIM_X": 5, "MAX_GRID_DIM_Y": 6, "MAX_GRID_DIM_Z": 7,
+                     "MAX_SHARED_MEMORY_PER_BLOCK": 8, "MULTIPROCESSOR_COUNT": 16, "COMPUTE_CAPABILITY_MAJOR": 75,
+                     "COMPUTE_CAPABILITY_MINOR": 76, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": 97}
 
 
 class LastLaunch:
@@ -33,26 +42,24 @@ class LastLaunch:
     kernel: str = ""
 
 
-def cu() -> ModuleType:
-    """`cuda.bindings.driver`, imported on first use."""
-    global _CU
-    if _CU is None:
-        try:
-            from cuda.bindings import driver
-        except ImportError as exc:
-            raise CudaUnavailableError(f"GPU launches need cuda-bindings ({exc}): pip install 'despina[compiler]'") from None
-        _CU = driver
-    return _CU
-
-
-def call(what: str, fn: Any, *args: Any) -> Any:
-    """`fn(*args)` for a cuda-bindings function returning `(CUresult, *values)`: the value (or tuple
-    of values, or None), or the runtime's error for a failure, naming `what` and the last kernel."""
-    result = fn(*args)
-    code = int(result[0])
+def call(what: str, symbol: str, *args: Any) -> None:
+    """libcuda's `symbol(*args)` (ctypes arguments); the runtime's error for a failure, naming `what`
+    and the last kernel."""
+    code = libcuda.get().function(symbol)(*args)
     if code:
         raise driver_error(code, what, LastLaunch.kernel or None)
-    return result[1] if len(result) == 2 else (tuple(result[1:]) or None)
+
+
+def value(what: str, symbol: str, ctype: Any, *args: Any) -> int:
+    """`call` of a function whose first parameter is its result (`cuDeviceGet(CUdevice*, int)`): the
+    value it writes, as an int (0 for a NULL pointer)."""
+    out = ctype()
+    call(what, symbol, ctypes.byref(out), *args)
+    return int(out.value or 0)
+
+
+def _ptr(handle: int) -> ctypes.c_void_p:
+    return ctypes.c_void_p(handle)
 
 
 def init() -> None:
@@ -60,20 +67,19 @@ def init() -> None:
     global _INITIALIZED
     if _INITIALIZED:
         return
-    driver = cu()
     try:
-        result = driver.cuInit(0)
-    except Exception as exc:  # cuda-bindings raises its own loader errors when libcuda is absent
-        raise CudaUnavailableError(f"no CUDA driver: {str(exc).rstrip().rstrip('.')}. Set DESPINA_INTERPRET=1 to run "
-                                   "kernels in the interpreter") from None
-    if int(result[0]):
-        raise driver_error(int(result[0]), "cuInit")
+        lib = libcuda.get()
+    except CudaUnavailableError as exc:
+        raise CudaUnavailableError(f"no CUDA driver: {exc}") from None
+    code = lib.function("cuInit")(ctypes.c_uint(0))
+    if code:
+        raise driver_error(code, "cuInit")
     _INITIALIZED = True
 
 
 def version() -> int:
     """The CUDA driver's version as cuDriverGetVersion reports it (12080 for CUDA 12.8, 13000 for 13.0),
-    or 0 where there is none (no libcuda: a compile-only host). Needs no cuInit, nor cuda-bindings."""
+    or 0 where there is none (no libcuda: a compile-only host). Needs no cuInit."""
     global _VERSION
     if _VERSION is None:
         _VERSION = libcuda.driver_version()
@@ -82,7 +88,7 @@ def version() -> int:
 
 def device_count() -> int:
     init()
-    return int(call("cuDeviceGetCount", cu().cuDeviceGetCount))
+    return value("cuDeviceGetCount", "cuDeviceGetCount", ctypes.c_int)
 
 
 def target_for(capability: tuple[int, int]) -> str:
@@ -108,7 +114,7 @@ class Device:
     """One GPU, its primary context (retained for the life of the process) and its loaded modules."""
 
     ordinal: int
-    handle: Any
+    handle: int
     context: int
     name: str
     capability: tuple[int, int]
@@ -117,7 +123,7 @@ class Device:
     max_shared_optin: int
     multiprocessors: int
     max_grid: tuple[int, int, int]
-    modules: dict[tuple[int, str], Any] = field(default_factory=dict)
+    modules: dict[tuple[int, str], int] = field(default_factory=dict)
 
     @property
     def target(self) -> str:
@@ -127,24 +133,22 @@ class Device:
         return f"device {self.ordinal} ({self.name}, compute capability {self.capability[0]}.{self.capability[1]})"
 
     def make_current(self) -> None:
-        call("cuCtxSetCurrent", cu().cuCtxSetCurrent, cu().CUcontext(self.context))
+        call("cuCtxSetCurrent", "cuCtxSetCurrent", _ptr(self.context))
 
     @contextlib.contextmanager
     def activated(self) -> Iterator[None]:
         """This device's primary context current on the calling thread for the `with` body."""
-        driver = cu()
-        call("cuCtxPushCurrent", driver.cuCtxPushCurrent, driver.CUcontext(self.context))
+        call("cuCtxPushCurrent", "cuCtxPushCurrent_v2", _ptr(self.context))
         try:
             yield
         finally:
-            call("cuCtxPopCurrent", driver.cuCtxPopCurrent)
+            value("cuCtxPopCurrent", "cuCtxPopCurrent_v2", ctypes.c_void_p)
 
     def load(self, cubin: bytes, name: str, shared: int, num_warps: int, context: int | None = None) -> Function:
         """Kernel `name` of `cubin` loaded in `context` (the device's primary context by default; it must be
         current), checked against the device's limits, with the dynamic shared memory it needs enabled.
         `cubin` may also be PTX text (a daemon's answer for a driver older than its toolchain), which the
         driver compiles as it loads it."""
-        driver = cu()
         context = self.context if context is None else context
         threads = 32 * num_warps
         if threads > self.max_threads_per_block:
@@ -156,26 +160,36 @@ class Device:
         if module is None:
             if is_ptx(cubin) and not cubin.endswith(b"\0"):
                 cubin += b"\0"  # cuModuleLoadData reads PTX as a NUL-terminated string
-            image = (ctypes.c_char * len(cubin)).from_buffer_copy(cubin)
-            module = self.modules[key] = call(f"cuModuleLoadData (kernel '{name}')", driver.cuModuleLoadData,
-                                              ctypes.addressof(image))
-        fn = call(f"cuModuleGetFunction('{name}')", driver.cuModuleGetFunction, module, name.encode())
-        attr = driver.CUfunction_attribute
-        static = int(call("cuFuncGetAttribute", driver.cuFuncGetAttribute, attr.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn))
+            image = ctypes.create_string_buffer(cubin, len(cubin))
+            module = self.modules[key] = value(f"cuModuleLoadData (kernel '{name}')", "cuModuleLoadData",
+                                               ctypes.c_void_p, image)
+        fn = value(f"cuModuleGetFunction('{name}')", "cuModuleGetFunction", ctypes.c_void_p, _ptr(module),
+                   name.encode())
+        function = Function(fn, name, shared, num_warps, self)
+        static = function_attribute(function, FUNC_SHARED_SIZE_BYTES)
         if static + shared > self.max_shared_optin:
             raise SharedMemoryError(
                 f"kernel '{name}' needs {static + shared} bytes of shared memory per block; {self} allows at most "
                 f"{self.max_shared_optin}: use a smaller block size or fewer num_stages")
         if shared > self.max_shared_per_block - static:
-            call("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", driver.cuFuncSetAttribute, fn,
-                 attr.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
-        return Function(int(fn), name, shared, num_warps, self)
+            call("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", "cuFuncSetAttribute", _ptr(fn),
+                 ctypes.c_int(FUNC_MAX_DYNAMIC_SHARED_SIZE_BYTES), ctypes.c_int(shared))
+        return function
 
     def registers(self, function: Function) -> int:
         """Registers per thread the loaded `function` uses."""
-        driver = cu()
-        return int(call("cuFuncGetAttribute", driver.cuFuncGetAttribute,
-                        driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NUM_REGS, driver.CUfunction(function.handle)))
+        return function_attribute(function, FUNC_NUM_REGS)
+
+
+def function_attribute(function: Function, attribute: int) -> int:
+    """cuFuncGetAttribute: CUfunction_attribute `attribute` of the loaded `function`."""
+    return value("cuFuncGetAttribute", "cuFuncGetAttribute", ctypes.c_int, ctypes.c_int(attribute),
+                 _ptr(function.handle))
+
+
+def unload(module: int) -> None:
+    """cuModuleUnload of a module `Device.load` loaded (the caller drops it from `Device.modules`)."""
+    call("cuModuleUnload", "cuModuleUnload", _ptr(module))
 
 
 def is_ptx(image: bytes) -> bool:
@@ -196,17 +210,17 @@ def device(ordinal: int = 0) -> Device:
     count = device_count()
     if not 0 <= ordinal < count:
         raise CudaUnavailableError(f"no CUDA device {ordinal}: {count} device(s) visible")
-    driver = cu()
-    handle = call("cuDeviceGet", driver.cuDeviceGet, ordinal)
-    context = int(call("cuDevicePrimaryCtxRetain", driver.cuDevicePrimaryCtxRetain, handle))
-    a = driver.CUdevice_attribute
+    handle = value("cuDeviceGet", "cuDeviceGet", ctypes.c_int, ctypes.c_int(ordinal))
+    context = value("cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain", ctypes.c_void_p, ctypes.c_int(handle))
 
     def attribute(name: str) -> int:
-        return int(call(f"cuDeviceGetAttribute({name})", driver.cuDeviceGetAttribute, getattr(a, f"CU_DEVICE_ATTRIBUTE_{name}"), handle))
+        return value(f"cuDeviceGetAttribute({name})", "cuDeviceGetAttribute", ctypes.c_int,
+                     ctypes.c_int(DEVICE_ATTRIBUTES[name]), ctypes.c_int(handle))
 
-    raw_name = call("cuDeviceGetName", driver.cuDeviceGetName, 256, handle)
+    raw_name = ctypes.create_string_buffer(256)
+    call("cuDeviceGetName", "cuDeviceGetName", raw_name, ctypes.c_int(256), ctypes.c_int(handle))
     dev = Device(
-        ordinal, handle, context, raw_name.split(b"\0", 1)[0].decode(errors="replace"),
+        ordinal, handle, context, raw_name.value.decode(errors="replace"),
         (attribute("COMPUTE_CAPABILITY_MAJOR"), attribute("COMPUTE_CAPABILITY_MINOR")),
         attribute("MAX_THREADS_PER_BLOCK"), attribute("MAX_SHARED_MEMORY_PER_BLOCK"),
         attribute("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"), attribute("MULTIPROCESSOR_COUNT"),
@@ -220,7 +234,7 @@ def device(ordinal: int = 0) -> Device:
 def current_context() -> int:
     """The calling thread's context; with none current, device 0's primary context is made current."""
     init()
-    context = int(call("cuCtxGetCurrent", cu().cuCtxGetCurrent))
+    context = libcuda.get().current_context()
     if context == 0:
         dev = device(0)
         dev.make_current()
@@ -232,67 +246,64 @@ def context_device(context: int) -> Device:
     """The device of `context`, which must be the calling thread's current context."""
     found = _BY_CONTEXT.get(context)
     if found is None:
-        found = _BY_CONTEXT[context] = device(int(call("cuCtxGetDevice", cu().cuCtxGetDevice)))
+        found = _BY_CONTEXT[context] = device(value("cuCtxGetDevice", "cuCtxGetDevice", ctypes.c_int))
     return found
 
 
 def synchronize() -> None:
     """Wait for all work on the current context; a fault in an earlier kernel is raised here, naming it."""
     current_context()
-    call("cuCtxSynchronize", cu().cuCtxSynchronize)
+    call("cuCtxSynchronize", "cuCtxSynchronize")
 
 
 def stream_synchronize(stream: int) -> None:
     """Wait for the work queued on `stream` (a CUstream handle; 0 is the default stream). The driver
     writes the kernels' printf output to the C library's stdout here; a fault is raised here, naming
     the kernel launched last."""
-    driver = cu()
-    call("cuStreamSynchronize", driver.cuStreamSynchronize, driver.CUstream(stream))
+    call("cuStreamSynchronize", "cuStreamSynchronize", _ptr(stream))
 
 
 def module_global(function: Function, name: str) -> int:
     """The device address of the global variable `name` of the module `function` was loaded from."""
-    driver = cu()
-    module = call("cuFuncGetModule", driver.cuFuncGetModule, driver.CUfunction(function.handle))
-    address, _ = call(f"cuModuleGetGlobal('{name}')", driver.cuModuleGetGlobal, module, name.encode())
-    return int(address)
+    module = value("cuFuncGetModule", "cuFuncGetModule", ctypes.c_void_p, _ptr(function.handle))
+    return value(f"cuModuleGetGlobal('{name}')", "cuModuleGetGlobal_v2", ctypes.c_uint64,
+                 ctypes.byref(ctypes.c_size_t()), _ptr(module), name.encode())
 
 
 def read(address: int, nbytes: int) -> bytes:
     """`nbytes` of device memory at `address`, copied in the calling thread's current context."""
     buffer = ctypes.create_string_buffer(nbytes)
-    call("cuMemcpyDtoH", cu().cuMemcpyDtoH, ctypes.addressof(buffer), cu().CUdeviceptr(address), nbytes)
+    call("cuMemcpyDtoH", "cuMemcpyDtoH_v2", buffer, ctypes.c_uint64(address), ctypes.c_size_t(nbytes))
     return buffer.raw
 
 
 def clear(address: int, nbytes: int) -> None:
     """Zero `nbytes` of device memory at `address` in the current context, done when this returns (a
     memset may be asynchronous to the host: the context is synchronized after it)."""
-    driver = cu()
-    call("cuMemsetD8", driver.cuMemsetD8, driver.CUdeviceptr(address), 0, nbytes)
-    call("cuCtxSynchronize", driver.cuCtxSynchronize)
+    call("cuMemsetD8", "cuMemsetD8_v2", ctypes.c_uint64(address), ctypes.c_ubyte(0), ctypes.c_size_t(nbytes))
+    call("cuCtxSynchronize", "cuCtxSynchronize")
 
 
 def alloc(dev: Device, nbytes: int) -> int:
     with dev.activated():
-        return int(call(f"cuMemAlloc({nbytes})", cu().cuMemAlloc, max(nbytes, 1)))
+        return value(f"cuMemAlloc({nbytes})", "cuMemAlloc_v2", ctypes.c_uint64, ctypes.c_size_t(max(nbytes, 1)))
 
 
 def free(dev: Device, pointer: int) -> None:
     with dev.activated():
-        call("cuMemFree", cu().cuMemFree, cu().CUdeviceptr(pointer))
+        call("cuMemFree", "cuMemFree_v2", ctypes.c_uint64(pointer))
 
 
 def copy_to_device(dev: Device, dst: int, src_host: int, nbytes: int) -> None:
     with dev.activated():
-        call("cuMemcpyHtoD", cu().cuMemcpyHtoD, cu().CUdeviceptr(dst), src_host, nbytes)
+        call("cuMemcpyHtoD", "cuMemcpyHtoD_v2", ctypes.c_uint64(dst), _ptr(src_host), ctypes.c_size_t(nbytes))
 
 
 def copy_on_device(dev: Device, dst: int, src: int, nbytes: int) -> None:
     with dev.activated():
-        call("cuMemcpyDtoD", cu().cuMemcpyDtoD, cu().CUdeviceptr(dst), cu().CUdeviceptr(src), nbytes)
+        call("cuMemcpyDtoD", "cuMemcpyDtoD_v2", ctypes.c_uint64(dst), ctypes.c_uint64(src), ctypes.c_size_t(nbytes))
 
 
 def copy_to_host(dev: Device, dst_host: int, src: int, nbytes: int) -> None:
     with dev.activated():
-        call("cuMemcpyDtoH", cu().cuMemcpyDtoH, dst_host, cu().CUdeviceptr(src), nbytes)
+        call("cuMemcpyDtoH", "cuMemcpyDtoH_v2", _ptr(dst_host), ctypes.c_uint64(src), ctypes.c_size_t(nbytes))

@@ -45,7 +45,7 @@ class CudaError(RuntimeError):
 
 
 class CudaUnavailableError(CudaError):
-    """No usable CUDA: cuda-bindings missing, no driver, or no device."""
+    """No usable CUDA: no driver library, no device, or cuInit failing."""
 
 
 class LaunchError(CudaError):

@@ -1,11 +1,13 @@
-"""The launch fast path's own door into the CUDA driver: `cuLaunchKernelEx` and `cuCtxGetCurrent`
-called straight from libcuda through ctypes.
+"""The runtime's door into the CUDA driver: libcuda called through ctypes. The launch fast path's
+`cuLaunchKernelEx` and `cuCtxGetCurrent` are prepared here for the cheapest call; every other driver
+call (`driver.py`) goes through `LibCuda.function`. Nothing imports cuda-bindings (~35 ms in a fresh
+process), so a process that only launches kernels never pays for it.
 
 cuda-bindings' generic wrapper costs about 9 µs per launch on an H100 host (it converts every
 argument on every call). Here every argument is a prebuilt ctypes object, passed without
 `argtypes` (whose per-argument converters double the cost of a call): the launch config and the
 parameter array are packed into one buffer beforehand (`packing.Frame`), so a launch is a call
-with four arguments. Everything else in the runtime goes through cuda-bindings (`driver.py`).
+with four arguments.
 
 What a ctypes call costs depends on its arguments' kind and its restype. A ctypes instance
 (`c_void_p`) is wrapped in a fresh argument object on every call; a `byref()` object is that
@@ -47,12 +49,14 @@ class _IntResultGILHeld(CFuncPtr):
 
 
 class LibCuda:
-    """libcuda's launch entry points. `launch_ex(config, function, params, None)` takes pointer
+    """libcuda's entry points. `launch_ex(config, function, params, None)` takes pointer
     arguments (c_void_p objects, or the cheaper ones of `launch_args`) and returns a CUresult (the
     GIL is released during the call, as the driver may block while the launch queue is full);
-    `current_context()` is the calling thread's context (0 for none)."""
+    `current_context()` is the calling thread's context (0 for none); `function(name)` is any
+    other entry point."""
 
     def __init__(self, lib: Any, gil_held: Any = None) -> None:
+        self.lib = lib
         try:
             launch_ex = lib.cuLaunchKernelEx
             get_current = (gil_held or lib).cuCtxGetCurrent
@@ -69,6 +73,11 @@ class LibCuda:
     def get_current(self) -> Any:
         """cuCtxGetCurrent itself (the GIL held): `get_current(byref(c_size_t()))` -> CUresult."""
         return self._get_current
+
+    def function(self, name: str) -> Any:
+        """libcuda's `name` (its exact symbol: `cuMemAlloc_v2`, as cuda.h maps `cuMemAlloc`), returning a
+        CUresult; its arguments must be ctypes objects (a plain int would be passed as a C int)."""
+        return getattr(self.lib, name)
 
     def current_context(self) -> int:
         try:
@@ -113,13 +122,13 @@ def get() -> LibCuda:
         except OSError as exc:
             raise CudaUnavailableError(f"the CUDA driver library {_LIBRARY} cannot be loaded ({exc}); a GPU launch "
                                        "needs an NVIDIA driver. Set DESPINA_INTERPRET=1 to run kernels in the "
-                                       "interpreter instead") from None
+                                       "interpreter") from None
     return _LIB
 
 
 def driver_version() -> int:
     """cuDriverGetVersion straight from libcuda (12080 for CUDA 12.8), 0 where there is no driver: a
-    client that only asks a daemon for binaries learns it without importing cuda-bindings (~50 ms)."""
+    client that only asks a daemon for binaries learns it without initializing the driver."""
     try:
         lib = ctypes.CDLL(_LIBRARY)
         number = ctypes.c_int(0)

@@ -32,9 +32,7 @@ def test_device_properties(gpu_device: driver.Device) -> None:
 def test_dynamic_shared_memory_above_48k(gpu_device: driver.Device) -> None:
     n = 16384  # 64 KiB of floats: needs the function attribute
     function = gpu_device.load(cubin("smem_reverse", gpu_device.target), "smem_reverse", 4 * n, 8)
-    cu = driver.cu()
-    attribute = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-    assert driver.call("cuFuncGetAttribute", cu.cuFuncGetAttribute, attribute, cu.CUfunction(function.handle)) == 4 * n
+    assert driver.function_attribute(function, driver.FUNC_MAX_DYNAMIC_SHARED_SIZE_BYTES) == 4 * n
     a = np.arange(n, dtype=np.float32)
     x, out = DeviceArray.from_numpy(a), DeviceArray.empty(n, np.float32)
     Launcher(function, ["x", "out", "n"], [F32P, F32P, t.int32]).launch((1, 1, 1), {"x": x.data_ptr(),

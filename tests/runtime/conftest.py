@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +51,72 @@ class FakeLib:
             words = [ctypes.string_at(p or 0, 8) for p in pointers]
         self.calls.append(Launch(function.value or 0, (gx, gy, gz), (bx, by, bz), shared, stream, words))
         return self.code
+
+
+def plain(arg: Any) -> Any:
+    """A ctypes argument as a test compares it: a scalar's or pointer's value, "out" for a pointer to a
+    result (`byref`), "buffer" for an array."""
+    if type(arg).__name__ == "CArgObject":
+        return "out"
+    if isinstance(arg, ctypes.Array):
+        return "buffer"
+    return arg.value if isinstance(arg, ctypes._SimpleCData) else arg
+
+
+def put(out: Any, value: Any) -> None:
+    """Write `value` through a result pointer (`byref`) as libcuda would."""
+    out._obj.value = value
+
+
+class FakeCuda:
+    """Stands for libcuda's entry points behind `driver.py` (`LibCuda.function`): each call is recorded
+    as (symbol, *plain arguments) and runs `handlers[symbol](*ctypes arguments)` if there is one (it
+    writes the results with `put`); a call returns CUresult `codes.get(symbol, 0)`. `current_context()`
+    is the context cuCtxSetCurrent made current (0 before)."""
+
+    def __init__(self, handlers: dict[str, Callable[..., Any]] | None = None) -> None:
+        self.handlers = {"cuCtxSetCurrent": lambda context: setattr(self, "context", context.value or 0),
+                         **(handlers or {})}
+        self.codes: dict[str, int] = {}
+        self.calls: list[tuple[Any, ...]] = []
+        self.context = 0  # the calling thread's (cuCtxSetCurrent sets it)
+
+    def current_context(self) -> int:
+        return self.context
+
+    def function(self, symbol: str) -> Callable[..., int]:
+        def call(*args: Any) -> int:
+            self.calls.append((symbol, *map(plain, args)))
+            handler = self.handlers.get(symbol)
+            if handler is not None:
+                handler(*args)
+            return self.codes.get(symbol, 0)
+
+        return call
+
+
+ATTRIBUTES = {"MAX_THREADS_PER_BLOCK": 1024, "MAX_GRID_DIM_X": 2**31 - 1, "MAX_GRID_DIM_Y": 65535,
+              "MAX_GRID_DIM_Z": 65535, "MAX_SHARED_MEMORY_PER_BLOCK": 49152, "MULTIPROCESSOR_COUNT": 132,
+              "COMPUTE_CAPABILITY_MAJOR": 9, "COMPUTE_CAPABILITY_MINOR": 0, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": 232448}
+
+
+def device_cuda(name: bytes = b"Fake H100") -> FakeCuda:
+    """A FakeCuda with one device (ATTRIBUTES, primary context CONTEXT) that loads modules (0x10) with
+    one function (0x20), whose static shared memory is 1024 bytes and which uses 40 registers."""
+    from despina.runtime import driver
+
+    by_number = {driver.DEVICE_ATTRIBUTES[k]: v for k, v in ATTRIBUTES.items()}
+    by_function = {driver.FUNC_SHARED_SIZE_BYTES: 1024, driver.FUNC_NUM_REGS: 40}
+    return FakeCuda({
+        "cuDeviceGetCount": lambda out: put(out, 1), "cuDeviceGet": lambda out, ordinal: put(out, ordinal.value),
+        "cuDevicePrimaryCtxRetain": lambda out, dev: put(out, CONTEXT),
+        "cuDeviceGetAttribute": lambda out, attribute, dev: put(out, by_number[attribute.value]),
+        "cuDeviceGetName": lambda buffer, size, dev: ctypes.memmove(buffer, name, len(name)),
+        "cuCtxGetDevice": lambda out: put(out, 0),
+        "cuModuleLoadData": lambda out, image: put(out, 0x10),
+        "cuModuleGetFunction": lambda out, module, fn: put(out, 0x20),
+        "cuFuncGetAttribute": lambda out, attribute, fn: put(out, by_function[attribute.value]),
+    })
 
 
 @dataclass(eq=False)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import ctypes
 import struct
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -15,12 +14,12 @@ import pytest
 import despina
 import despina.language as tl
 from despina.compiler.errors import KernelRuntimeError
-from despina.runtime import KernelFaultError, OutOfResourcesError, driver, kernels, launcher, packing
+from despina.runtime import KernelFaultError, OutOfResourcesError, driver, kernels, launcher, libcuda, packing
 from despina.runtime.cache import Binary
 from despina.runtime.kernels import compile_module as backend_compile
 from despina.runtime.launcher import ASSERT_GLOBAL, ASSERT_RECORD, CheckedLaunch, assert_error
 
-from .conftest import CudaArray, FakeGPU
+from .conftest import CudaArray, FakeCuda, FakeGPU, put
 
 RECORD = 0xD000
 
@@ -181,34 +180,29 @@ def test_flush_stdout_writes_out_the_c_library_buffer(capfd: pytest.CaptureFixtu
 
 
 def test_driver_calls_of_the_assert_record(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The cuda-bindings calls behind module_global, read and clear, with their arguments."""
-    calls: list[tuple[Any, ...]] = []
+    """The libcuda calls behind module_global, read and clear, with their arguments."""
     memory = struct.pack("=6I", 1, 2, 3, 4, 5, 6)
 
-    def memcpy(dst: int, src: Any, nbytes: int) -> tuple[int]:
-        calls.append(("cuMemcpyDtoH", src, nbytes))
-        ctypes.memmove(dst, memory, nbytes)
-        return (0,)
+    def global_(out: Any, size: Any, module: Any, name: bytes) -> None:
+        put(out, 0xD000)
+        put(size, 24)
 
-    def record(name: str, *result: Any) -> Any:
-        return lambda *args: (calls.append((name, *args)), (0, *result))[1]
-
-    cu = SimpleNamespace(
-        CUfunction=lambda h: ("fn", h), CUdeviceptr=lambda p: ("ptr", p), CUstream=lambda s: ("stream", s),
-        cuFuncGetModule=record("cuFuncGetModule", "module"),
-        cuModuleGetGlobal=record("cuModuleGetGlobal", 0xD000, 24),
-        cuMemcpyDtoH=memcpy, cuMemsetD8=record("cuMemsetD8"), cuCtxSynchronize=record("cuCtxSynchronize"),
-        cuStreamSynchronize=record("cuStreamSynchronize"))
-    monkeypatch.setattr(driver, "_CU", cu)
+    cuda = FakeCuda({"cuFuncGetModule": lambda out, fn: put(out, 0xA0), "cuModuleGetGlobal_v2": global_,
+                     "cuMemcpyDtoH_v2": lambda dst, src, nbytes: ctypes.memmove(dst, memory, nbytes.value)})
+    monkeypatch.setattr(libcuda, "_LIB", cuda)
     function = driver.Function(0xF1, "k", 0, 4, None)  # type: ignore[arg-type]
     assert driver.module_global(function, ASSERT_GLOBAL) == 0xD000
     assert driver.read(0xD000, 24) == memory
     driver.clear(0xD000, 24)
     driver.stream_synchronize(0x77)
-    assert calls == [
-        ("cuFuncGetModule", ("fn", 0xF1)), ("cuModuleGetGlobal", "module", b"__despina_assert"),
-        ("cuMemcpyDtoH", ("ptr", 0xD000), 24), ("cuMemsetD8", ("ptr", 0xD000), 0, 24), ("cuCtxSynchronize",),
-        ("cuStreamSynchronize", ("stream", 0x77))]
+    assert cuda.calls == [
+        ("cuFuncGetModule", "out", 0xF1), ("cuModuleGetGlobal_v2", "out", "out", 0xA0, b"__despina_assert"),
+        ("cuMemcpyDtoH_v2", "buffer", 0xD000, 24), ("cuMemsetD8_v2", 0xD000, 0, 24), ("cuCtxSynchronize",),
+        ("cuStreamSynchronize", 0x77)]
+    cuda.codes["cuStreamSynchronize"] = 700
+    driver.LastLaunch.kernel = "k"
+    with pytest.raises(KernelFaultError, match="CUDA fault in kernel 'k'.*reported by cuStreamSynchronize"):
+        driver.stream_synchronize(0)
 
 
 def test_the_record_layout_is_the_backends() -> None:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import ctypes
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -16,6 +19,8 @@ from despina.runtime import (
     CudaUnavailableError,
     DeviceArray,
     KernelFaultError,
+    LaunchError,
+    SharedMemoryError,
     driver,
     env,
     errors,
@@ -23,7 +28,9 @@ from despina.runtime import (
 )
 from despina.runtime.launcher import Launcher, grid_dims, stream_handle
 
-from .conftest import FakeDevice, FakeGPU
+from .conftest import ATTRIBUTES, CONTEXT, FakeDevice, FakeGPU, device_cuda
+
+TESTS = Path(__file__).resolve().parents[1]
 
 
 def has_driver() -> bool:
@@ -136,3 +143,114 @@ def test_launcher_general_path(gpu: FakeGPU) -> None:
     assert call.words[0] == np.uint64(0x1000).tobytes()
     assert call.words[1][:4] == np.int32(7).tobytes() and call.words[2][:2] == np.uint16(0x3FC0).tobytes()
     assert driver.LastLaunch.kernel == "k"
+
+
+@pytest.fixture
+def cuda(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A fake libcuda with one device behind driver.py, and the driver's process state reset."""
+    fake = device_cuda()
+    monkeypatch.setattr(libcuda, "_LIB", fake)
+    monkeypatch.setattr(driver, "_INITIALIZED", False)
+    monkeypatch.setattr(driver, "_DEVICES", {})
+    monkeypatch.setattr(driver, "_BY_CONTEXT", {})
+    monkeypatch.setattr(driver.LastLaunch, "kernel", "")
+    return fake
+
+
+def test_devices_and_contexts_through_libcuda(cuda: Any) -> None:
+    context = driver.current_context()  # none was current: device 0's primary context is made current
+    dev = driver.context_device(context)
+    assert context == CONTEXT == cuda.context and driver.device(0) is dev
+    assert (dev.name, dev.capability, dev.target, dev.max_shared_optin, dev.max_grid) == (
+        "Fake H100", (9, 0), "sm_90a", 232448, (2**31 - 1, 65535, 65535))
+    assert cuda.calls[:5] == [("cuInit", 0), ("cuDeviceGetCount", "out"), ("cuDeviceGet", "out", 0),
+                              ("cuDevicePrimaryCtxRetain", "out", 0), ("cuDeviceGetName", "buffer", 256, 0)]
+    assert cuda.calls[5] == ("cuDeviceGetAttribute", "out", 75, 0) and cuda.calls[-1] == ("cuCtxSetCurrent", CONTEXT)
+    assert len([c for c in cuda.calls if c[0] == "cuDeviceGetAttribute"]) == len(ATTRIBUTES)
+    before = len(cuda.calls)
+    assert driver.current_context() == CONTEXT and driver.context_device(CONTEXT) is dev
+    assert cuda.calls[before:] == []  # cuInit once, the device and its context's device kept
+
+
+def test_loading_checks_the_device_limits(cuda: Any) -> None:
+    dev = driver.device(0)
+    start = len(cuda.calls)
+    fn = dev.load(b"\x7fELF cubin", "k", 65536, 4)
+    assert (fn.handle, fn.name, fn.shared, fn.num_warps, fn.device) == (0x20, "k", 65536, 4, dev)
+    assert cuda.calls[start:] == [
+        ("cuModuleLoadData", "out", "buffer"), ("cuModuleGetFunction", "out", 0x10, b"k"),
+        ("cuFuncGetAttribute", "out", driver.FUNC_SHARED_SIZE_BYTES, 0x20),
+        ("cuFuncSetAttribute", 0x20, driver.FUNC_MAX_DYNAMIC_SHARED_SIZE_BYTES, 65536)]
+    assert dev.registers(fn) == 40
+    start = len(cuda.calls)
+    assert dev.load(b"\x7fELF cubin", "k", 1024, 4).handle == 0x20
+    assert [c[0] for c in cuda.calls[start:]] == ["cuModuleGetFunction", "cuFuncGetAttribute"]  # loaded once;
+    # 1024 + 1024 bytes of shared memory need no attribute
+    with pytest.raises(SharedMemoryError, match="needs 232449 bytes of shared memory"):
+        dev.load(b"\x7fELF cubin", "k", 232448 - 1023, 4)
+    with pytest.raises(LaunchError, match="num_warps=64 makes 2048 threads"):
+        dev.load(b"\x7fELF cubin", "k", 0, 64)
+
+
+def test_failed_driver_calls_name_the_call_and_the_last_kernel(cuda: Any) -> None:
+    cuda.codes["cuInit"] = 100
+    with pytest.raises(CudaUnavailableError, match="cuInit: no CUDA device is visible"):
+        driver.init()
+    del cuda.codes["cuInit"]
+    dev = driver.device(0)
+    cuda.codes["cuModuleGetFunction"] = 500
+    with pytest.raises(CudaError, match=r"cuModuleGetFunction\('k'\) failed"):
+        dev.load(b"\x7fELF cubin", "k", 0, 4)
+    driver.LastLaunch.kernel = "add_kernel"
+    cuda.codes["cuCtxSynchronize"] = 700
+    with pytest.raises(KernelFaultError, match="kernel 'add_kernel'.*reported by cuCtxSynchronize"):
+        driver.synchronize()
+    cuda.codes["cuMemAlloc_v2"] = 2
+    with pytest.raises(CudaError, match=r"cuMemAlloc\(4096\): out of GPU memory"):
+        driver.alloc(dev, 4096)
+    assert cuda.calls[-1] == ("cuCtxPopCurrent_v2", "out")  # the context pushed for it is popped
+
+
+def test_memory_calls_pass_64_bit_addresses(cuda: Any) -> None:
+    dev = driver.device(0)
+    host = ctypes.create_string_buffer(8)
+    big = 0x7F12_3456_7000
+    driver.copy_to_device(dev, big, ctypes.addressof(host), 8)
+    driver.copy_on_device(dev, big + 8, big, 8)
+    driver.free(dev, big)
+    assert [c for c in cuda.calls if c[0].startswith("cuMem")] == [
+        ("cuMemcpyHtoD_v2", big, ctypes.addressof(host), 8), ("cuMemcpyDtoD_v2", big + 8, big, 8),
+        ("cuMemFree_v2", big)]
+    assert cuda.calls[-2:] == [("cuMemFree_v2", big), ("cuCtxPopCurrent_v2", "out")]
+
+
+def test_attribute_numbers_are_cuda_hs() -> None:
+    cu = pytest.importorskip("cuda.bindings.driver")
+    for name, number in driver.DEVICE_ATTRIBUTES.items():
+        assert int(getattr(cu.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name}")) == number, name
+    f = cu.CUfunction_attribute
+    assert (int(f.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES), int(f.CU_FUNC_ATTRIBUTE_NUM_REGS),
+            int(f.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)) == (
+        driver.FUNC_SHARED_SIZE_BYTES, driver.FUNC_NUM_REGS, driver.FUNC_MAX_DYNAMIC_SHARED_SIZE_BYTES)
+
+
+_LAUNCH_ONLY = """
+import sys
+sys.path.insert(0, {tests!r})
+from runtime.conftest import device_cuda
+import despina, despina.runtime.dispatch
+from despina.runtime import driver, libcuda
+libcuda._LIB = device_cuda()
+dev = driver.context_device(driver.current_context())
+fn = dev.load(b"\\x7fELF cubin", "k", 65536, 4)
+dev.registers(fn)
+driver.synchronize()
+print(sorted(m for m in sys.modules if m.startswith("cuda")))
+"""
+
+
+def test_the_driver_calls_of_a_launch_import_no_cuda_bindings() -> None:
+    out = subprocess.run([sys.executable, "-c", _LAUNCH_ONLY.format(tests=str(TESTS))], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
