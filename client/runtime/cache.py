@@ -281,14 +281,59 @@ def toolchain() -> dict[str, str]:
     cubin during development, when the version stays the same). Read from package metadata and
     files, once per process: nothing here imports LLVM or nvJitLink when their wheels are installed."""
     import despina
+
+    return {"despina": despina.__version__, "llvmlite": _version("llvmlite"), "nvjitlink": _nvjitlink_version(),
+            "backend": backend_digest()}
+
+
+def _sources(root: str) -> list[tuple[str, int, int]]:
+    """(path relative to `root` with `/`, size, mtime_ns) of every `.py` file under `root`, sorted by path."""
+    found = []
+    for folder, _, names in os.walk(root):
+        prefix = os.path.relpath(folder, root).replace(os.sep, "/")
+        for name in names:
+            if name.endswith(".py"):
+                st = os.stat(os.path.join(folder, name))
+                found.append((name if prefix == "." else f"{prefix}/{name}", st.st_size, st.st_mtime_ns))
+    found.sort(key=lambda f: f[0].split("/"))
+    return found
+
+
+def backend_digest() -> str:
+    """SHA-256 of the backend's sources (each file's relative path, a NUL and its bytes, in path order).
+    Hashing them costs a fresh process milliseconds, so the digest is kept in the cache folder
+    (`toolchain/`) under a hash of the files' (path, size, mtime_ns) list: any edit, added or removed
+    file (an editable install's sources change) names another entry, which is computed again."""
     import despina.compiler.backends as backends
 
+    root = os.path.dirname(os.path.abspath(backends.__file__))
+    files = _sources(root)
+    stamp = hashlib.sha256(json.dumps([root, files]).encode()).hexdigest()
+    kept = cache_dir() / "toolchain" / f"{stamp}.backend"
+    try:
+        digest = kept.read_text()
+    except OSError:
+        digest = ""
+    if re.fullmatch(r"[0-9a-f]{64}", digest):
+        return digest
     source = hashlib.sha256()
-    root = Path(backends.__file__).parent
-    for path in sorted(root.rglob("*.py")):
-        source.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
-    return {"despina": despina.__version__, "llvmlite": _version("llvmlite"), "nvjitlink": _nvjitlink_version(),
-            "backend": source.hexdigest()}
+    for rel, _, _ in files:
+        with open(os.path.join(root, *rel.split("/")), "rb") as f:
+            source.update(rel.encode() + b"\0" + f.read())
+    digest = source.hexdigest()
+    try:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=kept.parent, prefix=".backend.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(digest)
+            os.replace(tmp, kept)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError:  # a cache folder that cannot be written: computed again next time
+        pass
+    return digest
 
 
 def ir_hash(module: Module) -> str:

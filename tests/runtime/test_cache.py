@@ -170,6 +170,37 @@ def test_toolchain_loads_neither_llvm_nor_nvjitlink() -> None:
     assert (versions["nvjitlink"] + ".").startswith(".".join(map(str, nvjitlink.version())) + ".")
 
 
+def test_the_backend_digest_is_kept_and_follows_the_sources(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import despina.compiler.backends as backends
+
+    root = tmp_path / "backends"
+    (root / "nvptx").mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    (root / "nvptx" / "lower.py").write_text("RULES = {}\n")
+    (root / "nvptx" / "notes.txt").write_text("not source")
+    monkeypatch.setattr(backends, "__file__", str(root / "__init__.py"))
+    monkeypatch.setenv("DESPINA_CACHE_DIR", str(tmp_path / "cache"))
+
+    def hashed() -> str:
+        return hashlib.sha256(b"__init__.py\0" + b"nvptx/lower.py\0" + (root / "nvptx" / "lower.py").read_bytes()).hexdigest()
+
+    first = cache.backend_digest()
+    kept, = (tmp_path / "cache" / "toolchain").glob("*.backend")
+    assert first == hashed() and kept.read_text() == first
+    kept.write_text("a" * 64)  # what the next process finds for the same files: read, not hashed again
+    assert cache.backend_digest() == "a" * 64
+    kept.write_text("garbage")
+    assert cache.backend_digest() == first and kept.read_text() == first
+    (root / "nvptx" / "lower.py").write_text("RULES = {'add': 1}\n")  # an edit (editable install)
+    second = cache.backend_digest()
+    assert second == hashed() != first and len(list(kept.parent.glob("*.backend"))) == 2
+    (root / "nvptx" / "extra.py").write_text("")
+    assert cache.backend_digest() not in (first, second)
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("DESPINA_CACHE_DIR", str(tmp_path / "a-file" / "cache"))  # cannot be written: computed
+    assert cache.backend_digest() == cache.backend_digest() != second
+
+
 @pytest.mark.parametrize("name", ["numpy", "pytest", "despina", "llvmlite", "cuda-bindings", "nvidia-nvjitlink",
                                   "NumPy", "no-such-distribution"])
 def test_versions_are_the_installed_ones(name: str) -> None:
