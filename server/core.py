@@ -53,7 +53,8 @@ from .execute import Argument, Buffer
 from .intake import LARGE, Intake
 from .keys import compile_key, is_key, toolchain
 from .lines import lines_of
-from .metrics import TIERS, Metrics, by_label, total
+from .metrics import Metrics, counts
+from .tenancy import TENANT, Owners, visible
 from .workers import CompilePool
 
 log = logging.getLogger("despina.server")
@@ -145,6 +146,7 @@ class CompileService:
                                    max_wait_s=config.compile_timeout_s + config.lease_ms / 1000,
                                    cluster=config.redis_cluster)
         self.admin = CacheAdmin(self.memory, self.disk, self.redis)
+        self.owners = Owners(config.disk_dir, self.redis, config.redis_ttl_s)
         self.pool = CompilePool(config.workers, config.compiler, config.compile_timeout_s, self.metrics,
                                 config.worker_memory_bytes, config.extra_workers, config.slow_compile_s)
         self.intake = Intake(self.pool, config.checks_per_client, 4 * config.max_ir_bytes)
@@ -235,6 +237,9 @@ class CompileService:
             response = await self._respond(entry, tier, req.driver_version)
         except ServiceError as e:
             raise self._failed(e) from None
+        tenant = TENANT.get()
+        if tenant:  # the asker owns what it was answered with (no tenants: nobody needs to)
+            await self.owners.add(response.key, tenant)
         self.admin.used(response.key, tier)
         self.metrics.answers.labels(tier).inc()
         self.metrics.images.labels(response.image_format).inc()
@@ -426,7 +431,7 @@ class CompileService:
             entry = await self.redis.get(key)
             if entry is not None:
                 await self._found(entry)
-        if entry is None:
+        if entry is None or not await visible(self.owners, key):  # another tenant's is not there for this one
             raise self._failed(NotFound(f"no kernel with key {key} in this daemon's cache"))
         return entry
 
@@ -481,7 +486,9 @@ class CompileService:
         self._count("list")
         try:
             used_since = self._when("since", since)
-            return [i.to_json() for i in await self.admin.listing(name, target, used_since, limit)]
+            items = await self.admin.listing(name, target, used_since, limit if TENANT.get() is None else None)
+            shown = [i for i in items if await visible(self.owners, i.key)]
+            return [i.to_json() for i in shown[:limit]]
         except ServiceError as e:
             raise self._failed(e) from None
 
@@ -491,9 +498,10 @@ class CompileService:
         try:
             if not is_key(key):
                 raise InvalidArgument(f"{key[:80]!r} is not a cache key (64 lowercase hex digits)")
-            tiers = await self.admin.delete(key)
+            tiers = await self.admin.delete(key) if await visible(self.owners, key) else []
             if not tiers:
                 raise NotFound(f"no kernel with key {key} in this daemon's cache")
+            await self.owners.forget(key)
         except ServiceError as e:
             raise self._failed(e) from None
         return tiers
@@ -504,9 +512,15 @@ class CompileService:
         try:
             cutoff = self._when("older_than", older_than)
             assert cutoff is not None
-            return await self.admin.delete_unused_since(cutoff, name, target)
+            deleted = await self.admin.delete_unused_since(cutoff, name, target, self._visible)
+            for key in deleted:
+                await self.owners.forget(key, in_redis=False)  # the kernel stays in Redis, and so do its owners
+            return deleted
         except ServiceError as e:
             raise self._failed(e) from None
+
+    async def _visible(self, key: str) -> bool:
+        return await visible(self.owners, key)
 
     @staticmethod
     def _when(field: str, text: str | None) -> float | None:
@@ -568,22 +582,13 @@ class CompileService:
         """The numbers /metrics exposes, read from the same counters: `errors` counts every error answer
         by code (refusals before any work included), `compile_errors` the compilations that failed in a
         worker, `executes` the Execute requests by outcome."""
-        m = self.metrics
         return {
-            "requests": int(total(m.requests)),
-            "hits": {t: int(m.value("despina_cache_answers_total", tier=t)) for t in TIERS},
-            "compiles": int(m.value("despina_compiles_total", outcome="ok")),
-            "benchmarks": int(m.value("despina_benchmarks_total", outcome="ok")),
-            "compile_errors": int(sum(m.value("despina_compiles_total", outcome=x) for x in ("error", "timeout", "crash"))),
-            "in_flight": int(m.value("despina_compiles_in_flight")),
+            **counts(self.metrics),
             "workers": len(self.pool.workers),
             "worker_pids": self.pool.pids(),
             "memory_entries": len(self.memory),
             "memory_bytes": self.memory.nbytes,
             "redis_connected": self.redis is not None and self.redis.connected,
-            "redis_errors": int(total(m.redis_errors)),
-            "errors": by_label(m.errors, "code"),
-            "executes": by_label(m.executes, "outcome"),
             "disk_entries": self.disk.entries if self.disk is not None else 0,
             "disk_bytes": self.disk.nbytes if self.disk is not None else 0,
         }

@@ -25,6 +25,7 @@ from .core import CompileRequest, CompileResponse, CompileService, ExecuteReques
 from .errors import Internal, InvalidArgument, PermissionDenied, ServiceError
 from .execute import Argument, Buffer
 from .intake import Intake, peer_host
+from .tenancy import acting_as
 from .tuning import Candidate, Synthetic, TuneArgument, TuneRequest
 
 log = logging.getLogger("despina.server.grpc")
@@ -89,15 +90,18 @@ def _json_object(text: str) -> dict[str, Any]:
 
 
 class Servicer:
-    def __init__(self, service: CompileService, admin: bool = False) -> None:
+    def __init__(self, service: CompileService, tokens: auth.Tokens | None = None) -> None:
         self.service = service
-        # Whether the daemon has a token: deleting (ClearTunings) needs one, as DELETE does over HTTP.
-        self.admin = admin
+        # With tokens, each call acts as the tenant of its token (the interceptor has checked it), and
+        # deleting (ClearTunings) is allowed at all, as DELETE is over HTTP.
+        self.tokens = tokens
+        self.admin = tokens is not None
 
     async def _answer(self, context: grpc.aio.ServicerContext, rpc: str, fn: Callable[[], Awaitable[Message]]) -> bytes:
         started = time.perf_counter()
         try:
-            with Intake.client_is(peer_host(context.peer())):
+            tenant = self.tokens.tenant_of(authorization(context.invocation_metadata())) if self.tokens else None
+            with Intake.client_is(peer_host(context.peer())), acting_as(tenant):
                 reply = await fn()
         except ServiceError as e:
             error = e
@@ -202,16 +206,15 @@ def _version() -> str:
 class TokenInterceptor(grpc.aio.ServerInterceptor):
     """Every RPC except the health service needs `authorization: Bearer <token>` metadata."""
 
-    def __init__(self, token: str, refuse: Callable[[ServiceError], ServiceError] = lambda e: e) -> None:
-        self.token, self.refuse = token, refuse
+    def __init__(self, tokens: auth.Tokens, refuse: Callable[[ServiceError], ServiceError] = lambda e: e) -> None:
+        self.tokens, self.refuse = tokens, refuse
 
     async def intercept_service(self, continuation: Any, details: grpc.HandlerCallDetails) -> Any:
         handler = await continuation(details)
         if handler is None or details.method.startswith("/grpc.health.v1.Health/"):
             return handler
-        headers = [v for k, v in details.invocation_metadata or () if k == "authorization" and isinstance(v, str)]
         try:
-            auth.check_headers(headers, self.token)
+            self.tokens.tenant_of(authorization(details.invocation_metadata))
         except ServiceError as e:
             return _refusal(handler, self.refuse(e), details.method.rpartition("/")[2])
         return handler
@@ -237,16 +240,21 @@ class BindError(Exception):
     """The gRPC port could not be bound (in use, or an address not on this host)."""
 
 
-async def start(service: CompileService, host: str, port: int, token: str | None = None,
+def authorization(metadata: Any) -> list[str]:
+    """The `authorization` values of a call's metadata."""
+    return [v for k, v in metadata or () if k == "authorization" and isinstance(v, str)]
+
+
+async def start(service: CompileService, host: str, port: int, tokens: auth.Tokens | None = None,
                 tls: tuple[str, str] | None = None) -> tuple[grpc.aio.Server, int]:
     """A started grpc.aio server on host:port with the Compiler, health and reflection services, and the
     port it listens on (the one the system picked when `port` is 0)."""
     server = grpc.aio.server(
-        interceptors=[TokenInterceptor(token, service.refused)] if token else None,
+        interceptors=[TokenInterceptor(tokens, service.refused)] if tokens else None,
         options=[("grpc.max_receive_message_length", service.config.max_request_bytes),
                  ("grpc.max_send_message_length", -1), ("grpc.so_reuseport", 0)],
     )
-    server.add_generic_rpc_handlers([Servicer(service, admin=token is not None).handler()])
+    server.add_generic_rpc_handlers([Servicer(service, tokens).handler()])
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = (SERVICE, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME)

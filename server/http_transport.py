@@ -71,6 +71,7 @@ from .errors import (
 from .execute import MAX_DIMS, Argument, Buffer
 from .http_access import AccessLog, note
 from .intake import Intake
+from .tenancy import acting_as
 from .tuning import MAX_CONFIGS, MAX_LABEL, Candidate, Synthetic, TuneArgument, TuneRequest
 
 
@@ -310,10 +311,10 @@ class Guard:
     """Token check and the request size limit, before any route runs. /healthz needs no token, nor
     (unless `protect_docs`) /metrics and the documentation pages."""
 
-    def __init__(self, app: ASGIApp, token: str | None, max_bytes: int, protect_docs: bool = False,
+    def __init__(self, app: ASGIApp, tokens: auth.Tokens | None, max_bytes: int, protect_docs: bool = False,
                  refuse: Callable[[ServiceError], ServiceError] = lambda e: e, max_ir_bytes: int = 8 << 20,
                  body_timeout_s: float = 60.0) -> None:
-        self.app, self.token, self.max_bytes, self.refuse = app, token, max_bytes, refuse
+        self.app, self.tokens, self.max_bytes, self.refuse = app, tokens, max_bytes, refuse
         self.protect_docs, self.max_ir_bytes, self.body_timeout_s = protect_docs, max_ir_bytes, body_timeout_s
 
     def _open(self, path: str) -> bool:
@@ -324,17 +325,21 @@ class Guard:
             await self.app(scope, receive, send)
             return
         headers, path = dict(scope["headers"]), scope["path"]
+        # The tenant the request acts as: none on a daemon without tokens; on one with tokens, its token's,
+        # or "" (no kernel's owner) on the open paths.
+        tenant: str | None = None if self.tokens is None else ""
         try:
             if ui.is_viewer_path(scope["path"]):
-                refused = ui.refusal(scope, self.token)
+                refused = ui.refusal(scope, self.tokens)
                 if refused is not None:
                     note(scope, code="UNAUTHENTICATED")
                     await refused(scope, receive, send)
                     return
-            elif not self._open(scope["path"]):
-                auth.check_headers([v.decode("latin-1") for k, v in scope["headers"] if k == b"authorization"],
-                                   self.token)
-            if scope["method"] == "DELETE" and self.token is None:
+                if self.tokens is not None:
+                    tenant = ui.tenant(scope, self.tokens) or ""
+            elif not self._open(scope["path"]) and self.tokens is not None:
+                tenant = self.tokens.tenant_of([v.decode("latin-1") for k, v in scope["headers"] if k == b"authorization"])
+            if scope["method"] == "DELETE" and self.tokens is None:
                 raise PermissionDenied(auth.DELETE_NEEDS_TOKEN)
             length, most = headers.get(b"content-length"), http_body.limit(path, self.max_bytes, self.max_ir_bytes)
             if length is not None and (not length.isdigit() or int(length) > most[0]):
@@ -348,16 +353,16 @@ class Guard:
                 refusal.headers["connection"] = "close"
             await refusal(scope, receive, send)
             return
-        with Intake.client_is(scope["client"][0] if scope.get("client") else ""):
+        with Intake.client_is(scope["client"][0] if scope.get("client") else ""), acting_as(tenant):
             await self.app(scope, receive, send)
 
 
-def create_app(service: CompileService, token: str | None = None, protect_docs: bool = False) -> FastAPI:
+def create_app(service: CompileService, tokens: auth.Tokens | None = None, protect_docs: bool = False) -> FastAPI:
     app = FastAPI(title="Despina compilation service", version="1", description=__doc__, docs_url=None,
                   redoc_url=None)
     http_docs.add_docs(app)
-    app.state.sampler = ui.add_viewer(app, service, token)  # the daemon runs it (main.serve)
-    app.add_middleware(Guard, token=token, max_bytes=service.config.max_request_bytes, protect_docs=protect_docs,
+    app.state.sampler = ui.add_viewer(app, service, tokens)  # the daemon runs it (main.serve)
+    app.add_middleware(Guard, tokens=tokens, max_bytes=service.config.max_request_bytes, protect_docs=protect_docs,
                        refuse=service.refused, max_ir_bytes=service.config.max_ir_bytes,
                        body_timeout_s=service.config.http_body_timeout_s)
     app.add_middleware(AccessLog)  # outermost: it sees the Guard's refusals too

@@ -85,7 +85,8 @@ def _flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, default=d.workers,
                    help=f"compile worker processes, 1 to {MAX_WORKERS} (default: {d.workers}, the CPU count)")
     p.add_argument("--token-file", default=None,
-                   help="require 'Authorization: Bearer <token in this file>' (default: none, no token)")
+                   help="require 'Authorization: Bearer <token>' with a token of this file: one a line, TOKEN or "
+                        "TENANT TOKEN; each tenant lists and reads only its own kernels (default: none, no token)")
     p.add_argument("--cluster-secret-file", default=None,
                    help="key the MAC of disk and Redis cache entries with the secret in this file; every daemon "
                         "sharing the caches needs the same one (default: none, plain SHA-256 digests)")
@@ -230,7 +231,7 @@ def _check_redis_url(url: str, cluster: bool) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         config = config_from(args)
-        token = auth.load_token(args.token_file) if args.token_file else None
+        tokens = auth.Tokens.load(args.token_file) if args.token_file else None
     except (UsageError, ValueError, OSError) as e:
         return _fail(e, args)
     access.configure(args.log_level, args.log_format)
@@ -239,7 +240,7 @@ def run(args: argparse.Namespace) -> int:
     except UsageError as e:
         return _fail(e, args)
     try:
-        asyncio.run(serve(args, config, token))
+        asyncio.run(serve(args, config, tokens))
     except UsageError as e:
         return _fail(e, args)
     return 0
@@ -265,7 +266,7 @@ def _bind_http(host: str, port: int) -> socket.socket:
     return sock
 
 
-async def serve(args: argparse.Namespace, config: ServiceConfig, token: str | None = None) -> None:
+async def serve(args: argparse.Namespace, config: ServiceConfig, tokens: auth.Tokens | None = None) -> None:
     from .core import CompileService
 
     http_socket = _bind_http(args.host, args.http_port) if args.http_port is not None else None
@@ -282,7 +283,7 @@ async def serve(args: argparse.Namespace, config: ServiceConfig, token: str | No
     grpc_server = None
     if args.grpc_port is not None:
         try:
-            grpc_server, grpc_port = await grpc_transport.start(service, args.host, args.grpc_port, token, tls)
+            grpc_server, grpc_port = await grpc_transport.start(service, args.host, args.grpc_port, tokens, tls)
         except grpc_transport.BindError as e:
             if http_socket is not None:
                 http_socket.close()
@@ -294,7 +295,7 @@ async def serve(args: argparse.Namespace, config: ServiceConfig, token: str | No
         loop.add_signal_handler(sig, stop.set)
     http_server = None
     if http_socket is not None:
-        app = http_transport.create_app(service, token, protect_docs=args.protect_docs)
+        app = http_transport.create_app(service, tokens, protect_docs=args.protect_docs)
         http_server = _http_server(uvicorn.Config(
             app, log_level="warning", access_log=False, lifespan="off",
             ssl_certfile=args.tls_cert, ssl_keyfile=args.tls_key, timeout_graceful_shutdown=3,

@@ -93,3 +93,18 @@ def total(counter: Any) -> float:
 def by_label(counter: Any, label: str) -> dict[str, int]:
     """A counter's samples by the value of `label`."""
     return {s.labels[label]: int(s.value) for s in _samples(counter)}
+
+
+def counts(m: Metrics) -> dict[str, Any]:
+    """The counters /v1/stats shows, read from those /metrics exposes."""
+    return {
+        "requests": int(total(m.requests)),
+        "hits": {t: int(m.value("despina_cache_answers_total", tier=t)) for t in TIERS},
+        "compiles": int(m.value("despina_compiles_total", outcome="ok")),
+        "benchmarks": int(m.value("despina_benchmarks_total", outcome="ok")),
+        "compile_errors": int(sum(m.value("despina_compiles_total", outcome=x) for x in ("error", "timeout", "crash"))),
+        "in_flight": int(m.value("despina_compiles_in_flight")),
+        "redis_errors": int(total(m.redis_errors)),
+        "errors": by_label(m.errors, "code"),
+        "executes": by_label(m.executes, "outcome"),
+    }

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from despina.runtime.inventory import Item, compile_seconds, from_file, options_of, select
@@ -73,7 +74,8 @@ class CacheAdmin:
         return list(found.values())
 
     async def listing(self, name: str | None = None, target: str | None = None, since: float | None = None,
-                      limit: int = 100) -> list[Item]:
+                      limit: int | None = 100) -> list[Item]:
+        """The matching kernels, the most recently used first; `limit` of them (None: all)."""
         return select(await self.items(), name, target, since)[:limit]
 
     async def delete(self, key: str) -> list[str]:
@@ -88,10 +90,13 @@ class CacheAdmin:
         self._usage.pop(key, None)
         return tiers
 
-    async def delete_unused_since(self, cutoff: float, name: str | None = None, target: str | None = None) -> list[str]:
-        """Delete from memory and disk the kernels last used before `cutoff` (matching `name` and `target`);
-        their keys, the least recently used first."""
+    async def delete_unused_since(self, cutoff: float, name: str | None = None, target: str | None = None,
+                                  allowed: Callable[[str], Awaitable[bool]] | None = None) -> list[str]:
+        """Delete from memory and disk the kernels last used before `cutoff` (matching `name` and `target`,
+        and `allowed`, the asking tenant's); their keys, the least recently used first."""
         keys = [i.key for i in reversed(select(await self.items(), name, target)) if i.last_used < cutoff]
+        if allowed is not None:
+            keys = [key for key in keys if await allowed(key)]
         for key in keys:
             self.memory.remove(key)
             self._usage.pop(key, None)

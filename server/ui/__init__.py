@@ -13,4 +13,4 @@ stylesheet shipped in this package: no build step, no CDN, nothing fetched from 
 """
 
 from .routes import add_viewer
-from .session import is_viewer_path, refusal
+from .session import is_viewer_path, refusal, tenant

@@ -5,7 +5,6 @@ guard (session.py)."""
 from __future__ import annotations
 
 import glob
-import hmac
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from fastapi.staticfiles import StaticFiles
 
 from despina.compiler.backends.nvptx.target import TARGETS
 
+from .. import auth
 from ..core import CompileService
 from ..errors import InvalidArgument, ServiceError
 from . import session
@@ -60,10 +60,10 @@ async def shown_stages(service: CompileService, key: str) -> dict[str, Shown]:
     return out
 
 
-def add_viewer(app: FastAPI, service: CompileService, token: str | None) -> Sampler:
+def add_viewer(app: FastAPI, service: CompileService, tokens: auth.Tokens | None) -> Sampler:
     """Serve the viewer under /ui on `app`; the sampler the statistics page plots (the daemon runs it)."""
     sampler = Sampler(service)
-    signed = token is not None
+    signed = tokens is not None
     app.mount("/ui/static", StaticFiles(directory=static_files()), name="ui-static")
     ui = APIRouter(prefix="/ui", include_in_schema=False)
 
@@ -126,7 +126,7 @@ def add_viewer(app: FastAPI, service: CompileService, token: str | None) -> Samp
 
     @ui.get("/login")
     async def login(request: Request) -> Response:
-        if token is None:
+        if tokens is None:
             return RedirectResponse("/ui", status_code=303)
         return _html(session.login_page(session.safe_next(request.query_params.get("next", "/ui"))))
 
@@ -135,11 +135,13 @@ def add_viewer(app: FastAPI, service: CompileService, token: str | None) -> Samp
         body = (await request.body())[:MAX_LOGIN_BYTES].decode("utf-8", errors="replace")
         form = {k: v[0] for k, v in parse_qs(body).items()}
         to = session.safe_next(form.get("next", "/ui"))
-        if token is None:
+        if tokens is None:
             return RedirectResponse(to, status_code=303)
-        if not hmac.compare_digest(form.get("token", "").strip().encode(), token.encode()):
-            return _html(session.login_page(to, "That is not this daemon's token."), 401)
-        return session.signed_in(RedirectResponse(to, status_code=303), token, request.url.scheme == "https")
+        tenant = tokens.match(form.get("token", "").strip())
+        token = tokens.token_of(tenant) if tenant is not None else None
+        if tenant is None or token is None:
+            return _html(session.login_page(to, "That is not a token of this daemon."), 401)
+        return session.signed_in(RedirectResponse(to, status_code=303), token, tenant, request.url.scheme == "https")
 
     @ui.post("/logout")
     async def sign_out(request: Request) -> Response:

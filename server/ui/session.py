@@ -2,11 +2,12 @@
 bearer header when it follows a link.
 
 A daemon with a token (`--token-file`) shows its pages only to a request that has the bearer header or
-the session cookie; any other request for a page is sent to /ui/login, whose form takes the token and,
-when it is the daemon's (compared in constant time), sets the cookie: HttpOnly (no script reads it),
-SameSite=Strict (no other site's page sends it), Secure under TLS, for /ui only. The cookie holds an
-expiry time and an HMAC of it keyed by the token, not the token: it opens the viewer's read-only pages
-for 12 hours and nothing of the API, and changing the token ends every session.
+the session cookie; any other request for a page is sent to /ui/login, whose form takes a token and,
+when it is one of the daemon's (compared in constant time), sets the cookie: HttpOnly (no script reads
+it), SameSite=Strict (no other site's page sends it), Secure under TLS, for /ui only. The cookie holds the
+token's tenant, an expiry time and an HMAC of both keyed by the tenant's token, not the token: it opens
+the viewer's read-only pages, showing that tenant's kernels, for 12 hours and nothing of the API, and
+changing the token ends every session.
 """
 
 from __future__ import annotations
@@ -39,21 +40,25 @@ def needs_no_session(path: str) -> bool:
     return path == LOGIN or path.startswith(PREFIX + "/static/")
 
 
-def _mac(token: str, expires: int) -> str:
-    return hmac.new(token.encode(), f"despina viewer session until {expires}".encode(), hashlib.sha256).hexdigest()
+def _mac(token: str, tenant: str, expires: int) -> str:
+    text = f"despina viewer session of {tenant} until {expires}"
+    return hmac.new(token.encode(), text.encode(), hashlib.sha256).hexdigest()
 
 
-def issue(token: str, now: float | None = None) -> str:
-    """A cookie value good for LIFETIME_S from `now`."""
+def issue(token: str, tenant: str, now: float | None = None) -> str:
+    """A cookie value for `tenant` (whose token is `token`) good for LIFETIME_S from `now`."""
     expires = int((time.time() if now is None else now) + LIFETIME_S)
-    return f"{expires}.{_mac(token, expires)}"
+    return f"{tenant}:{expires}.{_mac(token, tenant, expires)}"
 
 
-def valid(value: str, token: str, now: float | None = None) -> bool:
-    expires, _, mac = value.partition(".")
-    if not expires.isdigit() or len(expires) > 12 or int(expires) < (time.time() if now is None else now):
-        return False
-    return hmac.compare_digest(mac.encode(), _mac(token, int(expires)).encode())
+def holder(value: str, tokens: auth.Tokens, now: float | None = None) -> str | None:
+    """The tenant of a valid, unexpired cookie value; else None."""
+    tenant, _, rest = value.partition(":")
+    expires, _, mac = rest.partition(".")
+    token = tokens.token_of(tenant)
+    if token is None or not expires.isdigit() or len(expires) > 12 or int(expires) < (time.time() if now is None else now):
+        return None
+    return tenant if hmac.compare_digest(mac.encode(), _mac(token, tenant, int(expires)).encode()) else None
 
 
 def _cookie(scope: Scope) -> str | None:
@@ -66,20 +71,17 @@ def _cookie(scope: Scope) -> str | None:
     return morsel.value if morsel is not None else None
 
 
-def allowed(scope: Scope, token: str | None) -> bool:
-    """No token on this daemon, or the request carries the bearer token (as the API takes it) or a valid
-    session cookie."""
-    if token is None:
-        return True
+def tenant(scope: Scope, tokens: auth.Tokens) -> str | None:
+    """The tenant of the request's bearer token (as the API takes it) or of its valid session cookie; None
+    when it has neither."""
     headers = [v.decode("latin-1") for k, v in scope["headers"] if k == b"authorization"]
     if headers:
         try:
-            auth.check_headers(headers, token)
-            return True
+            return tokens.tenant_of(headers)
         except Unauthenticated:
-            return False
+            return None
     cookie = _cookie(scope)
-    return cookie is not None and valid(cookie, token)
+    return holder(cookie, tokens) if cookie is not None else None
 
 
 def safe_next(path: str) -> str:
@@ -88,9 +90,9 @@ def safe_next(path: str) -> str:
     return path if ok and path != LOGIN else PREFIX
 
 
-def refusal(scope: Scope, token: str | None) -> Response | None:
+def refusal(scope: Scope, tokens: auth.Tokens | None) -> Response | None:
     """None when the request may see the page; else the way to the sign-in form (a 401 for what is not a GET)."""
-    if needs_no_session(scope["path"]) or allowed(scope, token):
+    if tokens is None or needs_no_session(scope["path"]) or tenant(scope, tokens) is not None:
         return None
     query = scope.get("query_string", b"").decode("latin-1")
     here = scope["path"] + (f"?{query}" if query else "")
@@ -109,9 +111,9 @@ def login_page(next_path: str, problem: str = "") -> str:
                            f"to see its kernels.</p>{form}")
 
 
-def signed_in(response: Response, token: str, secure: bool) -> Response:
-    response.set_cookie(COOKIE, issue(token), max_age=LIFETIME_S, path=PREFIX, httponly=True, samesite="strict",
-                        secure=secure)
+def signed_in(response: Response, token: str, tenant: str, secure: bool) -> Response:
+    response.set_cookie(COOKIE, issue(token, tenant), max_age=LIFETIME_S, path=PREFIX, httponly=True,
+                        samesite="strict", secure=secure)
     return response
 
 

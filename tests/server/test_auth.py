@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import grpc
 import httpx
 import pytest
 
 from despina.proto import service_pb2 as pb
-from despina.server.auth import check_headers
+from despina.server.auth import Tokens
 from despina.server.errors import Unauthenticated
 
 from .conftest import Daemon
@@ -19,16 +21,30 @@ from .test_grpc import (
 )
 
 
-def test_one_header_with_the_token_passes_and_anything_else_is_refused() -> None:
-    check_headers([f"Bearer {TOKEN}"], TOKEN)
-    check_headers([], None)
-    check_headers(["Bearer a", "Bearer b"], None)  # no token configured: headers are not read
+def test_one_header_with_a_token_gives_its_tenant_and_anything_else_is_refused() -> None:
+    tokens = Tokens.one(TOKEN)
+    assert tokens.tenant_of([f"Bearer {TOKEN}"]) == "default"
     with pytest.raises(Unauthenticated, match="2 Authorization headers; send exactly one"):
-        check_headers([f"Bearer {TOKEN}", "Bearer wrong"], TOKEN)
+        tokens.tenant_of([f"Bearer {TOKEN}", "Bearer wrong"])
     with pytest.raises(Unauthenticated, match="2 Authorization headers"):
-        check_headers(["Bearer wrong", f"Bearer {TOKEN}"], TOKEN)  # whichever comes last
+        tokens.tenant_of(["Bearer wrong", f"Bearer {TOKEN}"])  # whichever comes last
     with pytest.raises(Unauthenticated, match="not valid"):
-        check_headers(["Bearer wrong"], TOKEN)
+        tokens.tenant_of(["Bearer wrong"])
+    with pytest.raises(Unauthenticated, match="needs 'Authorization: Bearer <token>'"):
+        tokens.tenant_of([])
+
+
+def test_a_token_file_names_tenants(tmp_path: Path) -> None:
+    f = tmp_path / "tokens"
+    f.write_text("# team tokens\nteam-a aaaa1111\n\nteam-b bbbb2222\ncccc3333\n")
+    tokens = Tokens.load(str(f))
+    assert tokens.tenants == {"team-a", "team-b", "default"}
+    assert [tokens.tenant(f"Bearer {t}") for t in ("aaaa1111", "bbbb2222", "cccc3333")] == ["team-a", "team-b", "default"]
+    for text, problem in (("a b c\n", "line 1: expected TOKEN or TENANT TOKEN"), ("x\nx\n", "line 2: this token is on"),
+                          ("bad/name tok\n", "line 1: expected"), ("\n# only\n", "is empty")):
+        f.write_text(text)
+        with pytest.raises(ValueError, match=problem):
+            Tokens.load(str(f))
 
 
 def test_duplicate_authorization_headers_are_refused_over_http_and_grpc(guarded: Daemon) -> None:  # noqa: F811

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from despina.server.auth import Tokens
 from despina.server.ui import session
 
 from ..conftest import Daemon, unique
@@ -96,7 +97,7 @@ def test_a_daemon_with_a_token_asks_for_it(guarded: Daemon) -> None:
             assert r.status_code == 303 and r.headers["location"].startswith("/ui/login?next="), path
             assert key not in r.text
         assert http.get("/ui/static/viewer.css").status_code == 200
-        forged = {"Cookie": f"{session.COOKIE}={session.issue('not-the-token')}"}
+        forged = {"Cookie": f"{session.COOKIE}={session.issue('not-the-token', 'default')}"}
         assert http.get("/ui", headers=forged, follow_redirects=False).status_code == 303
         wrong = http.post("/ui/login", data={"token": "guess", "next": "/ui"}, follow_redirects=False)
         assert wrong.status_code == 401 and 'id="login-error"' in wrong.text and "set-cookie" not in wrong.headers
@@ -119,9 +120,12 @@ def test_sign_in_goes_back_to_viewer_pages_only() -> None:
         assert session.safe_next(elsewhere) == "/ui", elsewhere
 
 
-def test_session_cookies_expire_and_name_their_token() -> None:
-    value = session.issue("t", now=1000.0)
-    assert session.valid(value, "t", now=1000.0 + session.LIFETIME_S - 1)
-    assert not session.valid(value, "t", now=1000.0 + session.LIFETIME_S + 1)
-    assert not session.valid(value, "u", now=1000.0)
-    assert not session.valid("garbage", "t") and not session.valid("99999999999.00", "t", now=0)
+def test_session_cookies_expire_and_name_their_tenant() -> None:
+    tokens = Tokens({"t": "default", "u": "team-b"})
+    value = session.issue("t", "default", now=1000.0)
+    assert session.holder(value, tokens, now=1000.0 + session.LIFETIME_S - 1) == "default"
+    assert session.holder(value, tokens, now=1000.0 + session.LIFETIME_S + 1) is None
+    assert session.holder(value, Tokens({"u": "default"}), now=1000.0) is None  # another token
+    assert session.holder(value.replace("default:", "team-b:"), tokens, now=1000.0) is None  # another tenant
+    assert session.holder(session.issue("u", "team-b", now=1000.0), tokens, now=1000.0) == "team-b"
+    assert session.holder("garbage", tokens) is None and session.holder("default:99999999999.00", tokens, now=0) is None
