@@ -120,11 +120,12 @@ def test_dlpack_objects(kernel: despina.JITFunction, torch_cuda: Any) -> None:
 def test_stream_option(kernel: despina.JITFunction, gpu_device: driver.Device) -> None:
     a, b = inputs()
     x, y, out = DeviceArray.from_numpy(a), DeviceArray.from_numpy(b), DeviceArray.empty(N, np.float32)
-    stream = driver.call("cuStreamCreate", driver.cu().cuStreamCreate, 0)
-    launch_add(kernel, x, y, out, stream=int(stream))
-    driver.call("cuStreamSynchronize", driver.cu().cuStreamSynchronize, stream)
+    stream = driver.value("cuStreamCreate", "cuStreamCreate", ctypes.c_void_p, ctypes.c_uint(0))
+    assert stream != 0
+    launch_add(kernel, x, y, out, stream=stream)
+    driver.stream_synchronize(stream)
     np.testing.assert_array_equal(out.to_numpy(), a + b)
-    driver.call("cuStreamDestroy", driver.cu().cuStreamDestroy, stream)
+    driver.call("cuStreamDestroy", "cuStreamDestroy_v2", ctypes.c_void_p(stream))
 
 
 def test_host_array_is_refused_before_anything_runs(kernel: despina.JITFunction) -> None:
