@@ -56,7 +56,9 @@ def test_decode_bombs_are_refused_before_decoding(tmp_path: Path) -> None:
             answers
         # Ten requests of 3.2-4.3 MB in flight at once: ~+85 MB here. Decoded, each bomb took ~800 MB.
         assert peak.mb - before < 160, (before, peak.mb)
-        assert hits.latencies and hits.p99() < 0.25, hits.p99()
+        # A guard against the event loop stalling for seconds (as it did: p99 1.5-4 s), not a latency figure:
+        # those come from benchmarks/service.py --attack; on a shared 2-core CI box 250 ms was crossed by noise.
+        assert hits.latencies and hits.p99() < 1.0, hits.p99()
         assert d.metric("despina_workers_replaced_total") == 0
     finally:
         d.stop()

@@ -39,6 +39,8 @@ def test_unauthenticated_large_messages_are_not_read(tmp_path: Path) -> None:
         assert codes == {grpc.StatusCode.UNAUTHENTICATED} and statuses == {401}
         # Read whole, the gRPC messages alone would be 240 MB (the daemon peaked at 1.5 GB for 24 x 60 MB).
         assert peak.mb - before < 80, (before, peak.mb)
-        assert hits.latencies and hits.p99() < 0.25, hits.p99()
+        # A guard against the event loop stalling for seconds (as it did: p99 1.5-4 s), not a latency figure:
+        # those come from benchmarks/service.py --attack; on a shared 2-core CI box 250 ms was crossed by noise.
+        assert hits.latencies and hits.p99() < 1.0, hits.p99()
     finally:
         d.stop()
