@@ -8,7 +8,7 @@ import llvmlite.ir as ir
 from ....ir.core import Op
 from ....ir.types import ScalarType, elem_of
 from .context import Lowering
-from .phis import close_phis, phis
+from .phis import close_phis, for_header, phis
 from .pipeline import pipelined_for
 from .registry import Regs, lowering
 
@@ -22,16 +22,7 @@ def for_loop(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
     lo, hi, step = args[0][0], args[1][0], args[2][0]
     bound = elem_of(op.operands[0].type)
     signed = isinstance(bound, ScalarType) and bound.is_int_signed()
-    header = ctx.func.append_basic_block("for.header")
-    body = ctx.func.append_basic_block("for.body")
-    exit_ = ctx.func.append_basic_block("for.exit")
-    pre = b.block
-    b.branch(header)
-    b.position_at_end(header)
-    (iv,), *carried = phis(ctx, [[lo], *args[3:]], pre)
-    cond = b.icmp_signed("<", iv, hi) if signed else b.icmp_unsigned("<", iv, hi)
-    b.cbranch(cond, body, exit_)
-    b.position_at_end(body)
+    header, exit_, ((iv,), *carried) = for_header(ctx, [[lo], *args[3:]], signed, hi)
     ctx.shared.loop_begin()
     yields = ctx.lower_region(op.regions[0], [[iv], *carried])
     ctx.loop_body_end()

@@ -22,7 +22,7 @@ from ....ir.types import ScalarType, elem_of
 from ...gpuir.pipeline import AsyncLoad, LoopPipeline
 from .context import Lowering
 from .ldmatrix import SharedOperand, swizzled_offset
-from .phis import close_phis, phis
+from .phis import close_phis, for_header, less
 from .registry import Regs
 from .types import const, i8, i32, llvm_type, void
 
@@ -43,10 +43,6 @@ def _copy(ctx: Lowering, a: AsyncLoad, slot_base: ir.Value, live: ir.Value) -> N
         on = live if mask is None else b.and_(live, mask[g])
         size = b.select(on, const(i32, a.copy_bytes), const(i32, 0))
         ctx.call(name, void, [dst, ptrs[g], size])
-
-
-def _less(ctx: Lowering, signed: bool, a: ir.Value, b: ir.Value) -> ir.Value:
-    return ctx.b.icmp_signed("<", a, b) if signed else ctx.b.icmp_unsigned("<", a, b)
 
 
 class _Pipeline:
@@ -78,7 +74,7 @@ class _Pipeline:
         self.bind(iv, carried)
         for op in self.plan.ahead:
             ctx.lower_op(op)
-        live = _less(ctx, self.signed, iv, hi)
+        live = less(ctx, self.signed, iv, hi)
         for i, a in enumerate(self.plan.loads):
             _copy(ctx, a, self.slot_base(i, slot), live)
         ctx.call("llvm.nvvm.cp.async.commit.group", void, [])
@@ -123,16 +119,9 @@ def pipelined_for(ctx: Lowering, op: Op, args: list[Regs], plan: LoopPipeline) -
         for s in range(stages - 1):
             iv = b.add(lo, b.mul(step, const(lo.type, s))) if s else lo
             ahead = pipe.issue(iv, hi, ahead, const(i32, s))
-        header = ctx.func.append_basic_block("for.header")
-        body = ctx.func.append_basic_block("for.body")
-        exit_ = ctx.func.append_basic_block("for.exit")
-        pre = b.block
-        b.branch(header)
-        b.position_at_end(header)
-        (iv,), (slot,), *rows = phis(ctx, [[lo], [const(i32, 0)], *args[3:], *ahead.values()], pre)
+        header, exit_, ((iv,), (slot,), *rows) = for_header(
+            ctx, [[lo], [const(i32, 0)], *args[3:], *ahead.values()], pipe.signed, hi)
         carried, ahead_phis = rows[: len(args) - 3], rows[len(args) - 3 :]
-        b.cbranch(_less(ctx, pipe.signed, iv, hi), body, exit_)
-        b.position_at_end(body)
         ctx.shared.loop_begin()
         ctx.call("llvm.nvvm.cp.async.wait.group", void, [const(i32, stages - 2)])
         ctx.barrier()
