@@ -5,6 +5,7 @@ Under CI (CI=true) a missing redis-server fails the tests that need it instead o
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
@@ -13,12 +14,15 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pytest
+
+from despina.server.config import ServiceConfig
+from despina.server.core import CompileService
 
 TESTS = Path(__file__).resolve().parents[1]
 FAKE_COMPILER = "server.fake_backend:compile_module"
@@ -180,3 +184,20 @@ def daemon(tmp_path_factory: pytest.TempPathFactory, shared_redis: RedisProcess)
     d = Daemon(tmp_path_factory.mktemp("daemon"), shared_redis.url)
     yield d
     d.stop()
+
+
+T = TypeVar("T")
+
+
+def with_service(body: Callable[[CompileService], Awaitable[T]], **config: Any) -> T:
+    """`body` run on a started CompileService (the fake backend and one worker unless `config` says
+    otherwise), closed afterwards."""
+    async def main() -> T:
+        service = CompileService(ServiceConfig(**{"compiler": FAKE_COMPILER, "workers": 1, **config}))
+        await service.start()
+        try:
+            return await body(service)
+        finally:
+            await service.close()
+
+    return asyncio.run(main())

@@ -5,15 +5,13 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
 from despina.compiler.ir.codec import encode
 from despina.server import execute
 from despina.server.cache.redis_tier import name as redis_name
-from despina.server.config import ServiceConfig
 from despina.server.core import CompileRequest, CompileService, ExecuteRequest
 from despina.server.errors import (
     DeadlineExceeded,
@@ -25,22 +23,8 @@ from despina.server.errors import (
 )
 from despina.server.execute import Buffer
 
-from .conftest import FAKE_COMPILER, RedisProcess, unique
+from .conftest import RedisProcess, unique, with_service
 from .kernels import vector_add, vector_add_ir
-
-T = TypeVar("T")
-
-
-def with_service(body: Callable[[CompileService], Awaitable[T]], **config: Any) -> T:
-    async def main() -> T:
-        service = CompileService(ServiceConfig(compiler=FAKE_COMPILER, workers=1, **config))
-        await service.start()
-        try:
-            return await body(service)
-        finally:
-            await service.close()
-
-    return asyncio.run(main())
 
 
 def test_tiers_memory_redis_compiled(shared_redis: RedisProcess) -> None:

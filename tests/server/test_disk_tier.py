@@ -21,9 +21,8 @@ from despina.server.cache.entry import Entry
 from despina.server.core import CompileRequest, CompileService
 from despina.server.metrics import Metrics
 
-from .conftest import Daemon, RedisProcess, unique
+from .conftest import Daemon, RedisProcess, unique, with_service
 from .kernels import vector_add_ir
-from .test_core import with_service
 from .test_grpc import stub
 
 

@@ -34,9 +34,8 @@ from despina.server.errors import (
 )
 from despina.server.execute import Buffer
 
-from .conftest import Daemon, free_port, unique
+from .conftest import Daemon, free_port, unique, with_service
 from .kernels import vector_add_ir
-from .test_core import with_service
 from .test_grpc import compile_ok, status_of, stub
 
 FAKE_GPU = "server.fake_gpu:open_executor"

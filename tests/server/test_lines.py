@@ -12,13 +12,11 @@ import pytest
 
 from despina.compiler.backends.nvptx import toolkit
 from despina.compiler.ir.codec import encode
-from despina.server.config import ServiceConfig
 from despina.server.core import CompileRequest, CompileService
 from despina.server.errors import InvalidArgument, NotFound
 
-from .conftest import RedisProcess
+from .conftest import RedisProcess, with_service
 from .kernels import vector_add_ir
-from .test_core import with_service
 from .test_stages import NVPTX, needs_backend
 
 has_nvdisasm = toolkit.find_nvdisasm() is not None
@@ -60,15 +58,7 @@ def test_the_maps_of_a_compiled_kernel(tmp_path: Path, shared_redis: RedisProces
             kept = await service.redis.get(r.key)
             assert kept is not None and json.loads(kept.stages["lines"]) == first  # with the SASS, in every tier
 
-    async def main() -> None:
-        service = CompileService(ServiceConfig(compiler=NVPTX, workers=1, redis_url=shared_redis.url))
-        await service.start()
-        try:
-            await body(service)
-        finally:
-            await service.close()
-
-    asyncio.run(main())
+    with_service(body, compiler=NVPTX, redis_url=shared_redis.url)
 
 
 def test_a_backend_without_line_maps_gives_empty_ones_and_an_unknown_key_is_not_found() -> None:

@@ -25,9 +25,8 @@ from despina.server import images
 from despina.server.core import CompileRequest, CompileService
 from despina.server.errors import FailedPrecondition, InvalidArgument
 
-from .conftest import Daemon, unique
+from .conftest import Daemon, unique, with_service
 from .kernels import vector_add, vector_add_ir
-from .test_core import with_service
 from .test_grpc import status_of, stub
 
 PTX = ".version 8.7\n.target {target}\n.address_size 64\n\n.visible .entry k()\n{{\n{body}\n\tret;\n}}\n"

@@ -20,15 +20,7 @@ from despina.remote_failover import DOWN_MAX_S, DOWN_S, Servers, addresses
 
 from .conftest import Daemon, RedisProcess, free_port, unique
 from .kernels import vector_add
-
-
-@pytest.fixture(autouse=True)
-def fresh_client(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name in ("DESPINA_SERVER", "DESPINA_TOKEN", "DESPINA_SERVER_REQUIRED", "DESPINA_SERVER_CA"):
-        monkeypatch.delenv(name, raising=False)
-    yield
-    despina.set_server(None)
-    remote._warned.clear()
+from .test_remote import fresh_client  # noqa: F401  (an autouse fixture)
 
 
 def dead(scheme: str = "grpc") -> str:

@@ -18,13 +18,11 @@ from despina.compiler.backends.nvptx import toolkit
 from despina.proto import service_pb2 as pb
 from despina.server import disassembly
 from despina.server.cache import STAGES
-from despina.server.config import ServiceConfig
 from despina.server.core import CompileRequest, CompileService
 from despina.server.errors import FailedPrecondition
 
-from .conftest import Daemon, RedisProcess, unique
+from .conftest import Daemon, RedisProcess, unique, with_service
 from .kernels import vector_add_ir
-from .test_core import with_service
 from .test_grpc import status_of, stub
 
 NVPTX = "despina.compiler.backends.nvptx:compile_module"
@@ -78,16 +76,7 @@ def test_sass_is_disassembled_once_and_kept_in_every_tier(tmp_path: Path, shared
         assert service.disk is not None and service.disk.get(r.key).stages["sass"] == first
         assert service.redis is not None and (await service.redis.get(r.key)).stages["sass"] == first
 
-    async def main() -> None:
-        service = CompileService(ServiceConfig(compiler=NVPTX, workers=1, disk_dir=str(tmp_path),
-                                               redis_url=shared_redis.url))
-        await service.start()
-        try:
-            await body(service)
-        finally:
-            await service.close()
-
-    asyncio.run(main())
+    with_service(body, compiler=NVPTX, disk_dir=str(tmp_path), redis_url=shared_redis.url)
 
 
 def test_a_daemon_without_nvdisasm_says_so(monkeypatch: pytest.MonkeyPatch) -> None:

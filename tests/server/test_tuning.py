@@ -5,37 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
 from despina.runtime.tunings import tuning_key
 from despina.server.cache.redis_tier import name as redis_name
-from despina.server.config import ServiceConfig
 from despina.server.core import CompileService
 from despina.server.errors import FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted
 from despina.server.execute import Buffer
 from despina.server.tuning import Candidate, Synthetic, TuneRequest
 
-from .conftest import RedisProcess, unique
+from .conftest import RedisProcess, unique, with_service
 from .fake_gpu import NAME
 from .kernels import vector_add_ir
-from .test_core import FAKE_COMPILER
-
-T = TypeVar("T")
-
-
-def with_service(body: Callable[[CompileService], Awaitable[T]], **config: Any) -> T:
-    async def main() -> T:
-        service = CompileService(ServiceConfig(**{"compiler": FAKE_COMPILER, "workers": 1, **config}))
-        await service.start()
-        try:
-            return await body(service)
-        finally:
-            await service.close()
-
-    return asyncio.run(main())
 
 FAKE_GPU = "server.fake_gpu:open_executor"
 N = 4096

@@ -1,4 +1,5 @@
-"""The compile pool: workers killed while idle are replaced before a compile reaches them."""
+"""The compile pool: workers killed while idle are replaced before a compile reaches them; slow compiles
+on every worker get an extra one for the others."""
 
 from __future__ import annotations
 
@@ -7,72 +8,56 @@ import os
 import signal
 import time
 
-from despina.server.config import ServiceConfig
 from despina.server.core import CompileRequest, CompileService
 
-from .conftest import FAKE_COMPILER, unique
+from .conftest import FAKE_COMPILER, unique, with_service
 from .kernels import vector_add_ir
 
 
 def test_workers_killed_while_idle_are_replaced_and_the_next_compiles_succeed() -> None:
-    async def main() -> None:
-        service = CompileService(ServiceConfig(compiler=FAKE_COMPILER, workers=2))
-        await service.start()
-        try:
-            dead = service.pool.pids()
-            for pid in dead:
-                os.kill(pid, signal.SIGKILL)
-            await asyncio.sleep(0.3)
-            for _ in range(3):
-                assert (await service.compile(CompileRequest(vector_add_ir(salt=unique())))).tier == "compiled"
-            assert not set(dead) & set(service.pool.pids()) and len(service.pool.pids()) == 2
-            assert service.metrics.value("despina_workers_replaced_total") == 2
-        finally:
-            await service.close()
+    async def body(service: CompileService) -> None:
+        dead = service.pool.pids()
+        for pid in dead:
+            os.kill(pid, signal.SIGKILL)
+        await asyncio.sleep(0.3)
+        for _ in range(3):
+            assert (await service.compile(CompileRequest(vector_add_ir(salt=unique())))).tier == "compiled"
+        assert not set(dead) & set(service.pool.pids()) and len(service.pool.pids()) == 2
+        assert service.metrics.value("despina_workers_replaced_total") == 2
 
-    asyncio.run(main())
+    with_service(body, workers=2)
 
 
 def test_slow_compiles_on_every_worker_do_not_hold_up_a_fast_one() -> None:
     """One worker busy with a 6 s compile: a fast compile (its IR check, then its compile) gets an extra
     worker after --slow-compile (0.5 s) instead of waiting 6 s; the pool is back to one worker after."""
 
-    async def main() -> None:
-        service = CompileService(ServiceConfig(compiler=FAKE_COMPILER, workers=1, extra_workers=1, slow_compile_s=0.5))
-        await service.start()
-        try:
-            slow = asyncio.ensure_future(service.compile(CompileRequest(vector_add_ir(salt=unique(), fake_sleep=6))))
-            await asyncio.sleep(0.1)
-            start = time.monotonic()
-            fast = await service.compile(CompileRequest(vector_add_ir(salt=unique())))
-            waited = time.monotonic() - start
-            assert fast.tier == "compiled" and waited < 4.5, waited
-            assert not slow.done() and service.metrics.value("despina_workers_extra_total") == 1
-            assert len(service.pool.workers) == 2  # kept while the slow compile runs
-            assert (await slow).tier == "compiled"
-            assert len(service.pool.workers) == 1
-            assert service.metrics.value("despina_worker_wait_seconds_count") >= 2
-        finally:
-            await service.close()
+    async def body(service: CompileService) -> None:
+        slow = asyncio.ensure_future(service.compile(CompileRequest(vector_add_ir(salt=unique(), fake_sleep=6))))
+        await asyncio.sleep(0.1)
+        start = time.monotonic()
+        fast = await service.compile(CompileRequest(vector_add_ir(salt=unique())))
+        waited = time.monotonic() - start
+        assert fast.tier == "compiled" and waited < 4.5, waited
+        assert not slow.done() and service.metrics.value("despina_workers_extra_total") == 1
+        assert len(service.pool.workers) == 2  # kept while the slow compile runs
+        assert (await slow).tier == "compiled"
+        assert len(service.pool.workers) == 1
+        assert service.metrics.value("despina_worker_wait_seconds_count") >= 2
 
-    asyncio.run(main())
+    with_service(body, extra_workers=1, slow_compile_s=0.5)
 
 
 def test_no_extra_workers_means_waiting_behind_the_slow_compile() -> None:
-    async def main() -> None:
-        service = CompileService(ServiceConfig(compiler=FAKE_COMPILER, workers=1, extra_workers=0, slow_compile_s=0.2))
-        await service.start()
-        try:
-            slow = asyncio.ensure_future(service.compile(CompileRequest(vector_add_ir(salt=unique(), fake_sleep=2))))
-            await asyncio.sleep(0.1)
-            start = time.monotonic()
-            await service.compile(CompileRequest(vector_add_ir(salt=unique())))
-            assert time.monotonic() - start > 1.5 and slow.done()
-            assert service.metrics.value("despina_workers_extra_total") == 0
-        finally:
-            await service.close()
+    async def body(service: CompileService) -> None:
+        slow = asyncio.ensure_future(service.compile(CompileRequest(vector_add_ir(salt=unique(), fake_sleep=2))))
+        await asyncio.sleep(0.1)
+        start = time.monotonic()
+        await service.compile(CompileRequest(vector_add_ir(salt=unique())))
+        assert time.monotonic() - start > 1.5 and slow.done()
+        assert service.metrics.value("despina_workers_extra_total") == 0
 
-    asyncio.run(main())
+    with_service(body, extra_workers=0, slow_compile_s=0.2)
 
 
 def test_compile_workers_run_below_the_event_loops_priority() -> None:
