@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from despina.compiler.ir import types as _t
-from despina.compiler.ir.ops import asm_registers
+from despina.compiler.ir.ops_calls import asm_registers
 
 from .core import builder, builtin, tensor, unwrap
 from .semantic import broadcast_shapes, broadcast_to, to_tensor

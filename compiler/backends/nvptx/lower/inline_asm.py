@@ -11,7 +11,7 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from ....ir.core import Op
-from ....ir.ops import asm_registers
+from ....ir.ops_calls import asm_registers
 from ....ir.types import ScalarType
 from .context import Lowering
 from .registry import Regs, lowering
