@@ -15,7 +15,7 @@ import pytest
 import despina
 import despina.language as tl
 
-from .test_errors import compile_error
+from .error_kit import compile_error
 
 X = np.zeros(16, np.float32)
 LINES = open(__file__).read().splitlines()
