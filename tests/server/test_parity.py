@@ -18,6 +18,7 @@ from conftest import Interpreter
 from examples.test_examples import EXAMPLES, NAMES
 from frontend.test_control_flow import *  # noqa: F403
 from language.test_arith import *  # noqa: F403
+from language.test_arith_builtins import *  # noqa: F403
 from language.test_block_ptr import *  # noqa: F403
 from language.test_conversions import *  # noqa: F403
 from language.test_core import *  # noqa: F403
