@@ -18,7 +18,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,7 +25,12 @@ from types import ModuleType
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-ROUNDS = 5  # alternating timed rounds per row (one with --quick)
+sys.path.insert(0, str(HERE))
+
+from gpu_dot import INT8_CONFIGS, MATMUL_CONFIGS, MATMUL_HEADER, TF32_CONFIGS, attention, matmul  # noqa: E402
+from timing import ROUNDS, Cell, safe, side_by_side  # noqa: E402
+
+__all__ = ["INT8_CONFIGS", "MATMUL_CONFIGS", "TF32_CONFIGS", "load_kernels"]  # what the CPU tests trace
 
 
 def load_kernels(flavor: str, workdir: Path) -> ModuleType:
@@ -42,47 +46,6 @@ def load_kernels(flavor: str, workdir: Path) -> ModuleType:
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
-
-
-def bench(fn: Callable[[], Any]) -> float:
-    import triton.testing
-
-    return float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
-
-
-def failure(exc: Exception) -> str:
-    """A failing cell's text: it is reported in the table, and the run goes on."""
-    return f"error: {type(exc).__name__}: {str(exc).splitlines()[0][:80] if str(exc) else ''}"
-
-
-def safe(fn: Callable[[], float]) -> float | str:
-    try:
-        return fn()
-    except Exception as exc:
-        return failure(exc)
-
-
-Cell = tuple[Callable[[], Any], Callable[[], Any] | None]  # (the timed call, its check after one run)
-
-
-def side_by_side(cells: list[Cell], value: Callable[[float], float], rounds: int) -> list[float | str]:
-    """One row: each cell run and checked once, then timed in `rounds` alternating rounds (despina,
-    triton, torch, despina, ...) so that drift in the GPU's clocks hits every column alike; each
-    column's median round, through `value` (ms -> GB/s)."""
-    times: list[list[float] | str] = []
-    for run, check in cells:
-        try:
-            run()
-            if check is not None:
-                check()
-            times.append([])
-        except Exception as exc:
-            times.append(failure(exc))
-    for _ in range(rounds):
-        for (run, _), column in zip(cells, times):
-            if isinstance(column, list):
-                column.append(bench(run))
-    return [value(statistics.median(t)) if isinstance(t, list) else t for t in times]
 
 
 def vector_add(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
@@ -178,83 +141,56 @@ def launch_overhead(kernels: dict[str, ModuleType], quick: bool) -> list[list[An
 
 
 COMPILE_SNIPPET = """
-import sys, time, importlib.util, torch
+import sys, time, torch
 sys.path.insert(0, {workdir!r})
 torch.zeros(1, device="cuda"); torch.cuda.synchronize()
-kernels = __import__("kernels_{flavor}")
-x = torch.rand(4096, device="cuda"); out = torch.empty_like(x)
-a = torch.randn(64, 64, device="cuda", dtype=torch.float16)
-c = torch.empty(64, 64, device="cuda", dtype=torch.float16)
 t0 = time.perf_counter()
-kernels.add_kernel[(4,)](x, x, out, 4096, BLOCK_SIZE=1024); torch.cuda.synchronize()
+kernels = __import__("kernels_{flavor}")
 t1 = time.perf_counter()
-kernels.matmul_kernel[(2, 2)](a, a, c, 64, 64, 64, 64, 1, 64, 1, 64, 1, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32)
+a = torch.randn(512, 512, device="cuda", dtype=torch.float16); c = torch.empty_like(a)
+kernels.matmul_kernel[(512 // {bm}, 512 // {bn})](a, a, c, 512, 512, 512, 512, 1, 512, 1, 512, 1, BLOCK_M={bm},
+                                                  BLOCK_N={bn}, BLOCK_K=64, num_warps=8, num_stages=3)
 torch.cuda.synchronize()
-t2 = time.perf_counter()
-print(t1 - t0, t2 - t1)
+print(t1 - t0, time.perf_counter() - t1)
 """
+COMPILE_CONFIGS = [(128, 128), (128, 256)]  # BLOCK_M x BLOCK_N, with BLOCK_K 64, 8 warps, 3 stages, fp16
 
 
-def compile_times(workdir: Path, quick: bool) -> list[list[Any]]:
-    rows = []
+def _fresh_process(code: str, env: dict[str, str]) -> list[float] | str:
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        return f"error: {proc.stderr.strip().splitlines()[-1][:100] if proc.stderr.strip() else proc.returncode}"
+    return [float(v) for v in proc.stdout.split()]
+
+
+def compile_times(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
+    """Seconds to import the kernels' file (the compiler's package with it) and to compile, load and
+    run the tutorial matmul in a fresh process, with an empty cache (cold) and again from the disk
+    cache the cold run filled (warm); the median of 3 fresh processes (1 with --quick)."""
+    workdir = Path(str(kernels["despina"].__file__)).parent  # where load_kernels wrote both flavors' files
+    samples: dict[tuple[str, str], list[float | str]] = {}
     for flavor in ("despina", "triton"):
-        cache = tempfile.mkdtemp(prefix=f"{flavor}-cache-")
-        env = dict(os.environ, DESPINA_CACHE_DIR=cache, TRITON_CACHE_DIR=cache)
-        code = COMPILE_SNIPPET.format(workdir=str(workdir), flavor=flavor)
-        results = []
-        for _ in range(2):  # cold, then warm from the disk cache, each in a fresh process
-            proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
-            if proc.returncode != 0:
-                results.append(f"error: {proc.stderr.strip().splitlines()[-1][:100] if proc.stderr.strip() else proc.returncode}")
-                continue
-            results.append([float(v) for v in proc.stdout.split()])
-        cold, warm = results
-        row: list[Any] = [flavor]
-        row += cold if isinstance(cold, list) else [cold, cold]
-        row.append(warm[0] if isinstance(warm, list) else warm)
-        rows.append(row)
-    return rows
-
-
-MATMUL_CONFIGS = [(128, 128, 64, 8, 3), (128, 256, 64, 8, 3), (128, 128, 64, 8, 4), (128, 256, 64, 8, 4)]
-
-
-def matmul(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
-    """The tutorial matmul, TFLOP/s; Triton's tensor-core path is mma.sync when DISABLE_MMA_V3=1 is
-    set (the sm_80 comparison), wgmma otherwise. The last columns: despina's registers per thread
-    and spills, read from its cubin, and Triton's."""
-    import torch
-
-    import despina
-
+        for bm, bn in COMPILE_CONFIGS:
+            for _ in range(1 if quick else 3):
+                cache = tempfile.mkdtemp(prefix=f"{flavor}-cache-")
+                env = dict(os.environ, DESPINA_CACHE_DIR=cache, TRITON_CACHE_DIR=cache)
+                code = COMPILE_SNIPPET.format(workdir=str(workdir), flavor=flavor, bm=bm, bn=bn)
+                config = f"{bm}x{bn}x64 w8 s3"
+                for when in ("cold", "warm"):
+                    got = _fresh_process(code, env)
+                    if when == "cold":
+                        samples.setdefault((flavor, "import"), []).append(got if isinstance(got, str) else got[0])
+                    samples.setdefault((flavor, f"matmul {config} {when}"), []).append(
+                        got if isinstance(got, str) else got[1])
     rows = []
-    for dtype in ("float16", "bfloat16"):
-        for size in (4096,) if quick else (4096, 8192):
-            for bm, bn, bk, warps, stages in MATMUL_CONFIGS[:2] if quick else MATMUL_CONFIGS:
-                a = torch.randn((size, size), device="cuda", dtype=getattr(torch, dtype))
-                b = torch.randn((size, size), device="cuda", dtype=getattr(torch, dtype))
-                ref = torch.matmul(a, b).to(torch.float16)
-                grid = (size // bm, size // bn)
-                cells: list[Cell] = []
-                for name in ("despina", "triton"):
-                    c = torch.empty((size, size), device="cuda", dtype=torch.float16)
-                    k = kernels[name].matmul_kernel
-                    cells.append((lambda k=k, c=c: k[grid](a, b, c, size, size, size, size, 1, size, 1, size, 1,
-                                                          BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=warps,
-                                                          num_stages=stages),
-                                  lambda c=c: torch.testing.assert_close(c, ref, rtol=2e-2, atol=0.25)))
-                cells.append((lambda: torch.matmul(a, b), None))
-                sig = f"*{'fp16' if dtype == 'float16' else 'bf16'}:16," * 2 + "*fp16:16," + ",".join(
-                    ["i32:16"] * 4 + ["i32:1", "i32:16", "i32:1", "i32:16", "i32:1"])
-                compiled = despina.compile(kernels["despina"].matmul_kernel, sig,
-                                           {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, num_warps=warps,
-                                           num_stages=stages)
-                flops = 2 * size**3
-                times = side_by_side(cells, lambda ms: flops / ms * 1e-9, 1 if quick else ROUNDS)
-                triton_kernel = cells[1][0]()  # Triton's launch returns its compiled kernel
-                rows.append([f"{dtype[:4]} {size}^3 {bm}x{bn}x{bk} w{warps} s{stages}", *times,
-                             compiled.metadata["registers"], compiled.metadata["spill_stores"],
-                             getattr(triton_kernel, "n_regs", "?"), getattr(triton_kernel, "n_spills", "?")])
+    for what in dict.fromkeys(w for _, w in samples):
+        row: list[Any] = [what]
+        for flavor in ("despina", "triton"):
+            values = samples[(flavor, what)]
+            numbers = [v for v in values if isinstance(v, float)]
+            row.append(statistics.median(numbers) if len(numbers) == len(values) else next(
+                v for v in values if isinstance(v, str)))
+        rows.append(row)
     return rows
 
 
@@ -263,18 +199,21 @@ TABLES: list[tuple[str, list[str], Callable[..., list[list[Any]]]]] = [
     ("softmax_fp32_GBps", ["shape", "despina", "triton", "torch"], softmax),
     ("layer_norm_fp16_GBps", ["shape", "despina", "triton", "torch"], layer_norm),
     ("launch_overhead_us", ["kernel", "despina", "triton", "torch add_"], launch_overhead),
-    ("matmul_TFLOPs", ["config", "despina", "triton", "torch", "regs", "spills", "triton regs", "triton spills"],
-     matmul),
+    ("matmul_TFLOPs", MATMUL_HEADER, matmul),
+    ("attention_TFLOPs", ["case", *MATMUL_HEADER[1:]], attention),
+    ("compile_time_s", ["what", "despina", "triton"], compile_times),
 ]
 
 
 def show(name: str, header: list[str], rows: list[list[Any]], out: Path | None) -> None:
     print(f"\n{name}")
-    print("  ".join(f"{h:>16}" for h in header + ["despina/triton"]))
+    first = max([len(header[0])] + [len(str(row[0])) for row in rows])
+    print(f"{header[0]:>{first}}  " + "  ".join(f"{h:>16}" for h in header[1:] + ["despina/triton"]))
     for row in rows:
         ratio = row[1] / row[2] if all(isinstance(v, float) for v in row[1:3]) and row[2] else ""
-        cells = row + [ratio]
-        print("  ".join(f"{v:>16.3f}" if isinstance(v, float) else f"{str(v)[:60]:>16}" for v in cells))
+        cells = row[1:] + [ratio]
+        print(f"{row[0]!s:>{first}}  " + "  ".join(f"{v:>16.3f}" if isinstance(v, float) else f"{str(v)[:60]:>16}"
+                                                  for v in cells))
     if out is not None:
         with open(out / f"{name}.csv", "w", newline="") as f:
             writer = csv.writer(f)
@@ -301,14 +240,6 @@ def main() -> None:
         if args.only and name not in args.only:
             continue
         show(name, header, fn(kernels, args.quick), args.out)
-    if not args.only or "compile_time_s" in args.only:
-        rows = compile_times(workdir, args.quick)
-        print("\ncompile_time_s")
-        print(textwrap.indent("\n".join(f"{r[0]:>8}: first kernel {r[1]}, second kernel {r[2]}, warm disk hit {r[3]}"
-                                        for r in rows), "  "))
-        if args.out is not None:
-            with open(args.out / "compile_time_s.csv", "w", newline="") as f:
-                csv.writer(f).writerows([["flavor", "first_kernel", "second_kernel", "warm_disk_hit"]] + rows)
 
 
 if __name__ == "__main__":

@@ -96,9 +96,13 @@ def test_benchmark_kernels(device: Interpreter) -> None:
         (k.layer_norm_kernel, (f16, f16, f16, f16, n, n, 1e-5), {"BLOCK_SIZE": 4096}, Options(num_warps=8)),
     ]
     one = np.int32(1)
-    for a in (f16, bf16):
-        for bm, bn, bk, warps, stages in runpy.run_path(str(BENCHMARKS / "gpu.py"))["MATMUL_CONFIGS"]:
-            cases.append((k.matmul_kernel, (a, a, f16, n, n, n, n, one, n, one, n, one),
-                          {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, Options(num_warps=warps, num_stages=stages)))
+    tables = runpy.run_path(str(BENCHMARKS / "gpu.py"))
+    i8, i32 = np.zeros(8, np.int8), np.zeros(8, np.int32)
+    products = [(k.matmul_kernel, a, f16, config) for a in (f16, bf16) for config in tables["MATMUL_CONFIGS"]]
+    products += [(k.matmul_kernel, f32, f16, config) for config in tables["TF32_CONFIGS"]]
+    products += [(k.matmul_int8_kernel, i8, i32, config) for config in tables["INT8_CONFIGS"]]
+    for kernel, a, c, (bm, bn, bk, warps, stages) in products:
+        cases.append((kernel, (a, a, c, n, n, n, n, one, n, one, n, one),
+                      {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, Options(num_warps=warps, num_stages=stages)))
     for kernel, args, meta, options in cases:
         kernel.ir(kernel.specialize(kernel.bind(args, meta), options), options)  # checked by `device`

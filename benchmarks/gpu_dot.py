@@ -1,0 +1,165 @@
+"""The tensor-core tables of benchmarks/gpu.py: the tutorial matmul on fp16, bf16, tf32 (fp32 operands,
+Triton's default `input_precision`) and int8 (int32 accumulation), and the tutorial-06 attention
+forward pass (examples/flash_attention.py, as benchmarks/tutorial_figures.py runs it), each compiled by
+Despina and by Triton from the same source, beside PyTorch's own operation.
+
+Every row ends with the registers per thread and the spill stores of each compiler's cubin: Despina's
+read from `despina.compile` for this GPU's target, Triton's from the kernel its launch returns.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from timing import ROUNDS, Cell, failure, side_by_side
+
+HERE = Path(__file__).resolve().parent
+
+# (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages); --quick runs the first two of each.
+MATMUL_CONFIGS = [(128, 128, 64, 8, 3), (128, 256, 64, 8, 3), (128, 128, 64, 8, 4), (128, 256, 64, 8, 4)]
+TF32_CONFIGS = [(128, 128, 32, 8, 3), (128, 256, 32, 8, 3)]
+INT8_CONFIGS = [(128, 128, 64, 8, 3), (128, 256, 64, 8, 3)]
+# (batch, heads, sequence, head dim) and (BLOCK_M, BLOCK_N, num_warps, num_stages)
+ATTENTION_CASES = [((4, 32, 2048, 64), (128, 64, 8, 3)), ((4, 32, 4096, 128), (128, 64, 8, 3))]
+MATMUL_HEADER = ["config", "despina", "triton", "torch", "regs", "spills", "triton regs", "triton spills"]
+STRIDES = ",i32:16,i32:16,i32:16,i32:16,i32:1,i32:16,i32:1,i32:16,i32:1"  # M, N, K, then (row, 1) strides
+
+
+def despina_resources(kernel: Any, signature: str, constexprs: dict[str, Any], warps: int,
+                      stages: int) -> list[Any]:
+    """Registers per thread and spill stores of Despina's cubin for this GPU (the launch's target)."""
+    import torch
+
+    import despina
+    from despina.runtime.driver import target_for
+
+    try:
+        compiled = despina.compile(kernel, signature, constexprs, num_warps=warps, num_stages=stages,
+                                   target=target_for(torch.cuda.get_device_capability()))
+    except Exception as exc:
+        return [failure(exc)] * 2
+    return [compiled.metadata["registers"], compiled.metadata["spill_stores"]]
+
+
+def triton_resources(cells: list[Cell]) -> list[Any]:
+    """Registers and spills of Triton's kernel (the second cell; its launch returns the compiled kernel)."""
+    try:
+        kernel = cells[1][0]()
+    except Exception as exc:
+        return [failure(exc)] * 2
+    return [getattr(kernel, "n_regs", "?"), getattr(kernel, "n_spills", "?")]
+
+
+def matmul_row(kernels: dict[str, ModuleType], kernel: str, label: str, inputs: tuple[Any, Any, Any],
+               signature: str, config: tuple[int, int, int, int, int], check: Any, reference: Any,
+               rounds: int) -> list[Any]:
+    """One row of the matmul table: `kernel` of benchmarks/kernels.py on square `inputs` (a, b, and a
+    tensor like the output), checked by `check(out)`, beside `reference()` (PyTorch's)."""
+    import torch
+
+    a, b, like = inputs
+    size = a.shape[0]
+    bm, bn, bk, warps, stages = config
+    grid = (math.ceil(size / bm), math.ceil(size / bn))
+    cells: list[Cell] = []
+    for name in ("despina", "triton"):
+        out = torch.empty_like(like)
+        k = getattr(kernels[name], kernel)
+        cells.append((lambda k=k, out=out: k[grid](a, b, out, size, size, size, size, 1, size, 1, size, 1,
+                                                  BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=warps,
+                                                  num_stages=stages),
+                      lambda out=out: check(out)))
+    cells.append((reference, None))
+    times = side_by_side(cells, lambda ms: 2 * size**3 / ms * 1e-9, rounds)
+    constexprs = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}
+    return [f"{label} {size}^3 {bm}x{bn}x{bk} w{warps} s{stages}", *times,
+            *despina_resources(getattr(kernels["despina"], kernel), signature + STRIDES, constexprs, warps, stages),
+            *triton_resources(cells)]
+
+
+def matmul(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
+    """The tutorial matmul, TFLOP/s (TOP/s for int8). Triton's tensor-core path is mma.sync when
+    DISABLE_MMA_V3=1 is set (the sm_80 comparison), wgmma otherwise. fp16 and bf16 store fp16; tf32
+    (fp32 operands, the kernel unchanged: tf32 is the default precision of both) stores fp16 beside
+    torch.matmul with TF32 allowed; int8 accumulates and stores int32, beside torch._int_mm."""
+    import torch
+
+    rounds = 1 if quick else ROUNDS
+    rows = []
+    for dtype in ("float16", "bfloat16"):
+        for size in (4096,) if quick else (4096, 8192):
+            for config in MATMUL_CONFIGS[:2] if quick else MATMUL_CONFIGS:
+                a, b = (torch.randn((size, size), device="cuda", dtype=getattr(torch, dtype)) for _ in range(2))
+                ref = torch.matmul(a, b).to(torch.float16)
+                close = lambda c, ref=ref: torch.testing.assert_close(c, ref, rtol=2e-2, atol=0.25)  # noqa: E731
+                ty = "fp16" if dtype == "float16" else "bf16"
+                rows.append(matmul_row(kernels, "matmul_kernel", dtype[:4], (a, b, ref), f"*{ty}:16,*{ty}:16,*fp16:16",
+                                       config, close, lambda a=a, b=b: torch.matmul(a, b), rounds))
+    size = 4096
+    a, b = (torch.randn((size, size), device="cuda") for _ in range(2))
+    tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        ref = torch.matmul(a, b).to(torch.float16)
+        for config in TF32_CONFIGS:
+            close = lambda c: torch.testing.assert_close(c, ref, rtol=2e-2, atol=0.25)  # noqa: E731
+            rows.append(matmul_row(kernels, "matmul_kernel", "tf32", (a, b, ref), "*fp32:16,*fp32:16,*fp16:16",
+                                   config, close, lambda: torch.matmul(a, b), rounds))
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+    a8, b8 = (torch.randint(-128, 128, (size, size), device="cuda", dtype=torch.int8) for _ in range(2))
+    ref8 = torch._int_mm(a8, b8)
+    for config in INT8_CONFIGS:
+        exact = lambda c: torch.testing.assert_close(c, ref8, rtol=0, atol=0)  # noqa: E731
+        rows.append(matmul_row(kernels, "matmul_int8_kernel", "int8", (a8, b8, ref8), "*i8:16,*i8:16,*i32:16",
+                               config, exact, lambda: torch._int_mm(a8, b8), rounds))
+    return rows
+
+
+def attention_kernels() -> dict[str, Any]:
+    """examples/flash_attention.py's `attention_fwd` as each compiler runs it (tutorial_figures.load)."""
+    import sys
+
+    import tutorial_figures
+
+    sys.path.insert(0, str(tutorial_figures.EXAMPLES))
+    workdir = Path(tempfile.mkdtemp(prefix="despina-attention-"))
+    return {f: tutorial_figures.load("flash_attention", f, workdir).attention_fwd for f in ("despina", "triton")}
+
+
+def attention(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
+    """Attention forward, fp16, TFLOP/s (two products, half of them under a causal mask), beside
+    PyTorch's scaled_dot_product_attention; the same block sizes, warps and stages for both compilers."""
+    import torch
+
+    fwd = attention_kernels()
+    rows = []
+    for (batch, heads, n_ctx, dim), (bm, bn, warps, stages) in ATTENTION_CASES:
+        q, k, v = (torch.randn((batch * heads, n_ctx, dim), device="cuda", dtype=torch.float16) for _ in range(3))
+        q4, k4, v4 = (t.view(batch, heads, n_ctx, dim) for t in (q, k, v))
+        scale = 1 / math.sqrt(dim)
+        grid = (math.ceil(n_ctx / bm), batch * heads)
+        for causal in (False, True):
+            ref = torch.nn.functional.scaled_dot_product_attention(q4, k4, v4, is_causal=causal).view_as(q)
+            cells: list[Cell] = []
+            for name in ("despina", "triton"):
+                out = torch.empty_like(q)
+                cells.append((lambda f=fwd[name], out=out, causal=causal: f[grid](
+                                  q, k, v, out, scale, q.stride(0), q.stride(1), n_ctx, HEAD_DIM=dim, BLOCK_M=bm,
+                                  BLOCK_N=bn, CAUSAL=causal, num_warps=warps, num_stages=stages),
+                              lambda out=out, ref=ref: torch.testing.assert_close(out, ref, rtol=2e-2, atol=2e-2)))
+            cells.append((lambda causal=causal: torch.nn.functional.scaled_dot_product_attention(
+                q4, k4, v4, is_causal=causal), None))
+            flops = 4 * batch * heads * n_ctx * n_ctx * dim * (0.5 if causal else 1)
+            times = side_by_side(cells, lambda ms: flops / ms * 1e-9, 1 if quick else ROUNDS)
+            constexprs = {"HEAD_DIM": dim, "BLOCK_M": bm, "BLOCK_N": bn, "CAUSAL": causal}
+            signature = "*fp16:16,*fp16:16,*fp16:16,*fp16:16,fp32,i32:16,i32:16,i32:16"
+            rows.append([f"({batch},{heads},{n_ctx},{dim}) {'causal' if causal else 'full'} {bm}x{bn} w{warps} "
+                         f"s{stages}", *times,
+                         *despina_resources(fwd["despina"], signature, constexprs, warps, stages),
+                         *triton_resources(cells)])
+    return rows

@@ -1,0 +1,50 @@
+"""How benchmarks/gpu.py times a row: every column run and checked once, then timed by one timer
+(`triton.testing.do_bench`, median) in alternating rounds; a failing cell is reported, not raised."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from typing import Any
+
+ROUNDS = 5  # alternating timed rounds per row (one with --quick)
+
+Cell = tuple[Callable[[], Any], Callable[[], Any] | None]  # (the timed call, its check after one run)
+
+
+def bench(fn: Callable[[], Any]) -> float:
+    import triton.testing
+
+    return float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
+
+
+def failure(exc: Exception) -> str:
+    """A failing cell's text: it is reported in the table, and the run goes on."""
+    return f"error: {type(exc).__name__}: {str(exc).splitlines()[0][:80] if str(exc) else ''}"
+
+
+def safe(fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except Exception as exc:
+        return failure(exc)
+
+
+def side_by_side(cells: list[Cell], value: Callable[[float], float], rounds: int) -> list[float | str]:
+    """One row: each cell run and checked once, then timed in `rounds` alternating rounds (despina,
+    triton, torch, despina, ...) so that drift in the GPU's clocks hits every column alike; each
+    column's median round, through `value` (ms -> GB/s)."""
+    times: list[list[float] | str] = []
+    for run, check in cells:
+        try:
+            run()
+            if check is not None:
+                check()
+            times.append([])
+        except Exception as exc:
+            times.append(failure(exc))
+    for _ in range(rounds):
+        for (run, _), column in zip(cells, times):
+            if isinstance(column, list):
+                column.append(bench(run))
+    return [value(statistics.median(t)) if isinstance(t, list) else t for t in times]
