@@ -25,10 +25,29 @@ from .types import const, f16, f32, i32
 def _pack(ctx: Lowering, values: list[ir.Value]) -> ir.Value:
     """Consecutive narrow elements as one 32-bit register."""
     b = ctx.b
+    whole = _unpacked(values)
+    if whole is not None:
+        return whole if values[0].type == f16 else b.bitcast(whole, i32)
     vec: ir.Value = ir.Constant(ir.VectorType(values[0].type, len(values)), None)
     for i, v in enumerate(values):
         vec = b.insert_element(vec, v, const(i32, i))
     return vec if values[0].type == f16 else b.bitcast(vec, i32)
+
+
+def _unpacked(values: list[ir.Value]) -> ir.Value | None:
+    """The vector `values` were extracted from, element by element in order (an `ldmatrix` register
+    taken apart), or None: packing them again would rebuild it."""
+    first = values[0]
+    if not isinstance(first, ir.ExtractElement):
+        return None
+    vec = first.operands[0]
+    if not isinstance(vec.type, ir.VectorType) or vec.type.count != len(values):
+        return None
+    for i, v in enumerate(values):
+        if not (isinstance(v, ir.ExtractElement) and v.operands[0] is vec and isinstance(v.operands[1], ir.Constant)
+                and v.operands[1].constant == i):
+            return None
+    return vec
 
 
 def _tf32(ctx: Lowering, x: ir.Value) -> ir.Value:
@@ -71,11 +90,16 @@ def mma_dot(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
     a, bv = (_Operand(ctx, args[i], ctx.shared_operands.get(id(op.operands[i]))) for i in (0, 1))
     out = list(args[2])
 
+    packed: dict[tuple[int, ...], list[ir.Value]] = {}  # an operand's fragment, packed once for every tile it meets
+
     def regs(operand: _Operand, ll_regs: list[int]) -> list[ir.Value]:
         vals = [operand[r] for r in ll_regs]
         if kw == 1:
             return vals
-        return [_pack(ctx, vals[i : i + kw]) for i in range(0, len(vals), kw)]
+        key = (id(operand), *ll_regs)
+        if key not in packed:
+            packed[key] = [_pack(ctx, vals[i : i + kw]) for i in range(0, len(vals), kw)]
+        return packed[key]
 
     # K steps outermost: each step's operand registers die before the next step's are read.
     for k0 in range(0, a_ll.shape[1], instr_k):
