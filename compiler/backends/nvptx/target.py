@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
 TRIPLE = "nvptx64-nvidia-cuda"
@@ -31,6 +32,41 @@ class Target(NamedTuple):
     def max_shared(self) -> int:
         """The most shared memory one block may have (the opt-in limit of the architecture)."""
         return MAX_SHARED_BYTES[self.capability]
+
+    def has(self, feature: str) -> bool:
+        """Whether this target has `feature` (a key of FEATURES: "wgmma", "setmaxnreg", "tma")."""
+        capability, arch_specific = FEATURES[feature]
+        return self.capability >= capability and (self.arch_specific or not arch_specific)
+
+
+# Instructions that only some targets have: (lowest capability, whether only the architecture-specific
+# target `sm_90a` has them). LLVM aborts the whole process ("Cannot select") when asked for one of
+# them on another target, so the lowering refuses them first (`refused`).
+FEATURES: dict[str, tuple[int, bool]] = {"wgmma": (90, True), "setmaxnreg": (90, True), "tma": (90, False)}
+
+# How each feature is spelled as an LLVM intrinsic or a PTX instruction (in inline assembly).
+_SPELLINGS = (
+    ("wgmma", ("llvm.nvvm.wgmma.", "wgmma.")),
+    ("setmaxnreg", ("llvm.nvvm.setmaxnreg.", "setmaxnreg.")),
+    ("tma", ("llvm.nvvm.cp.async.bulk.tensor.", "cp.async.bulk.tensor.")),
+)
+
+
+def refused(target: Target, code: str) -> str | None:
+    """Why `target` cannot have the intrinsic named `code` or an instruction of the PTX `code` (inline
+    assembly, statements split at `;` and braces), or None when it can."""
+    for statement in re.split(r"[;{}\n]", code):
+        words = statement.split()
+        text = words[0] if words and not words[0].startswith("@") else " ".join(words[1:2])
+        for feature, prefixes in _SPELLINGS:
+            if text.startswith(prefixes) and not target.has(feature):
+                capability, specific = FEATURES[feature]
+                needs = "sm_90a (the architecture-specific target)" if specific else f"sm_{capability} or later"
+                return (
+                    f"{feature} ({text}) needs {needs}, and this kernel is compiled for {target.arch}: "
+                    "compile for sm_90a (what a compute-capability-9.0 device gets by default)"
+                )
+    return None
 
 
 MAX_SHARED_BYTES = {80: 166912, 86: 101376, 89: 101376, 90: 232448}

@@ -20,7 +20,7 @@ from ....ir.types import ElemType, elem_of
 from ...errors import CompilationError, op_error
 from ...gpuir import GpuFunction, LinearLayout
 from ...gpuir.smem_alloc import SharedAllocator
-from ..target import DATA_LAYOUT, TRIPLE, Target
+from ..target import DATA_LAYOUT, TRIPLE, Target, refused
 from .debuginfo import DebugInfo
 from .registry import RULES, Regs
 
@@ -175,6 +175,7 @@ class Lowering:
     def declare(self, name: str, ret: ir.Type, args: list[ir.Type], var_arg: bool = False) -> ir.Function:
         fn = self.module.globals.get(name)
         if fn is None:
+            self.require(name)
             fn = ir.Function(self.module, ir.FunctionType(ret, args, var_arg=var_arg), name=name)
         assert isinstance(fn, ir.Function)
         return fn
@@ -186,8 +187,16 @@ class Lowering:
     def asm(
         self, ret: ir.Type, text: str, constraints: str, args: list[ir.Value], side_effect: bool = False
     ) -> ir.Value:
+        self.require(text)
         ftype = ir.FunctionType(ret, [a.type for a in args])
         return self.b.asm(ftype, text, constraints, args, side_effect)
+
+    def require(self, code: str) -> None:
+        """Refuse an intrinsic (by name) or inline PTX that the target lacks (wgmma on plain sm_90):
+        LLVM would abort the process on it. A ValueError, which `lower_op` reports at the op."""
+        why = refused(self.target, code)
+        if why is not None:
+            raise ValueError(why)
 
     def barrier(self) -> None:
         """A CTA barrier: every shared-memory access before it is complete after it."""
