@@ -31,8 +31,8 @@ def tutorial() -> Any:
 
 def test_tutorial_matmul_runs_on_mma_sync(tutorial: Any) -> None:
     ptx = tutorial.asm["ptx"]
-    # 8 warps as 4x2 over 128x128: a warp's 32x64 is 2x8 instructions per 16-deep K step, 4 steps.
-    assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == 2 * 8 * 4
+    # 8 warps as 2x4 over 128x128: a warp's 64x32 is 4x4 instructions per 16-deep K step, 4 steps.
+    assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == 4 * 4 * 4
     assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx  # A, K contiguous
     assert "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in ptx  # B, N contiguous
     assert ".local" not in ptx and tutorial.metadata["spill_stores"] == 0
@@ -44,10 +44,10 @@ def test_gpu_ir_shows_the_plan_and_a_blocked_store(tutorial: Any) -> None:
     aliases = dict(re.findall(r"^(#L\d+) = (.*)$", gpuir, re.M))
     (dot,) = [line for line in gpuir.splitlines() if " dot(" in line]
     assert 'engine = "mma.sync.m16n8k16"' in dot
-    assert aliases[dot.rsplit(" ", 1)[1]] == "mma<v2, warps=[4, 2], instr=[16, 8]>"
+    assert aliases[dot.rsplit(" ", 1)[1]] == "mma<v2, warps=[2, 4], instr=[16, 8]>"
     names = [aliases[a] for a in re.findall(r"convert_layout\(%\d+\) : tile<[^>]*> (#L\d+)", gpuir)]
-    assert "dot_op<0, parent=mma<v2, warps=[4, 2], instr=[16, 8]>, kWidth=2>" in names
-    assert "dot_op<1, parent=mma<v2, warps=[4, 2], instr=[16, 8]>, kWidth=2>" in names
+    assert "dot_op<0, parent=mma<v2, warps=[2, 4], instr=[16, 8]>, kWidth=2>" in names
+    assert "dot_op<1, parent=mma<v2, warps=[2, 4], instr=[16, 8]>, kWidth=2>" in names
     (store,) = [line for line in gpuir.splitlines() if line.strip().startswith("store(")]
     ptr = store.split("(")[1].split(",")[0]
     ptr_alias = re.search(rf"{ptr} = .* (#L\d+)$", gpuir, re.M)

@@ -55,8 +55,8 @@ def test_a_pipelined_loop_copies_ahead_and_reads_with_ldmatrix(tutorial: Any) ->
     body = _loop(ptx)
     assert "ld.global" not in body and "st.shared" not in body  # operands never pass through registers
     assert body.count("bar.sync") == 1
-    assert body.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 8  # A: 2 m16 tiles x 4 k16 steps
-    assert body.count("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16") == 16  # B: 8 n8 tiles x 2 k32 pairs
+    assert body.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 16  # A: 4 m16 tiles x 4 k16 steps
+    assert body.count("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16") == 8  # B: 4 n8 tiles x 2 k32 pairs
     assert body.count("mma.sync.aligned.m16n8k16") == 64
     # The barrier, then the reads and the mma; the copies of the next tiles only after the last mma.
     assert body.index("bar.sync") < body.index("ldmatrix") and body.rindex("mma.sync") < body.index("cp.async.cg")
