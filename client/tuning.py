@@ -17,10 +17,7 @@ prints every config's time and the choice, as Triton does.
 
 from __future__ import annotations
 
-import ast
 import dataclasses
-import hashlib
-import json
 import sys
 import time
 from collections.abc import Sequence
@@ -28,12 +25,15 @@ from typing import TYPE_CHECKING, Any
 
 from .runtime import env
 from .runtime.tunings import Tuning, TuningFiles, tuning_key
+from .tuning_key import client_key
 
 if TYPE_CHECKING:
     from despina.compiler.ir.core import Module
 
     from .autotuner import Autotuner, Config
-    from .jit import JITFunction
+    from .jit import JITFunction, Options, Specialization
+    from .remote import RemoteKernel
+    from .runtime.driver import Device
 
 
 def supported(at: Autotuner) -> bool:
@@ -59,9 +59,9 @@ def choose(at: Autotuner, configs: Sequence[Config], args: Sequence[Any], kwargs
     progress = Progress(at.__name__, len(configs))
     try:
         url = remote.server()
-        tuning = None
+        tuning, kernel = None, None
         if url is not None:
-            tuning = _on_daemon(url, at, configs, args, kwargs, grid, named, ckey, device, progress)
+            tuning, kernel = _on_daemon(url, at, configs, args, kwargs, grid, named, ckey, device, progress)
         if tuning is None:
             tuning = _here(at, configs, args, kwargs, grid, named, ckey, device, progress)
     finally:
@@ -72,64 +72,24 @@ def choose(at: Autotuner, configs: Sequence[Config], args: Sequence[Any], kwargs
     at.configs_timings = {c: t for c, t in zip(configs, tuning.timings_ms) if t is not None}
     if env.flag("DESPINA_PRINT_AUTOTUNING"):
         print_table(at.__name__, at._key(named), configs, tuning, time.perf_counter() - start)
+    if kernel is not None:
+        adopt(fn, configs[tuning.winner], args, kwargs, grid, kernel, context, device)
     return configs[tuning.winner]
 
 
-# ---- the tuning key (the client's part) ------------------------------------------------------------------
+def adopt(fn: JITFunction, config: Config, args: Sequence[Any], kwargs: dict[str, Any], grid: Any,
+          kernel: RemoteKernel, context: int, device: Device) -> None:
+    """Load the daemon's kernel of the winner as the launch of its specialization here, so that the launch
+    that follows neither traces the kernel nor asks the daemon to compile it: the tuning key covers all
+    that the kernel's code depends on (`despina.tuning_key`), so it is the kernel this process would compile."""
+    from .runtime import kernels
+    from .tuning_key import used_constexprs
 
-
-def client_key(at: Autotuner, configs: Sequence[Config], named: dict[str, Any]) -> str:
-    """What the choice depends on, here: the kernel's code (and the globals and kernels it uses), the
-    configs, the values of the `key` arguments, the arguments' dtypes and alignment and the constexprs the
-    caller passed. The GPU, its driver and Despina's version join it in `tuning_key`."""
-    fn: JITFunction = at.fn
-    header = {
-        "kernel": source_key(fn, set()),
-        "configs": [repr(c) for c in configs],
-        "key": [repr(v) for v in at._key(named)],
-        "args": _arguments(fn, named),
-    }
-    return hashlib.sha256(json.dumps(header, sort_keys=True).encode()).hexdigest()
-
-
-def source_key(fn: Any, seen: set[int]) -> str:
-    """A hash of `fn`'s code without its location (two checkouts share it) and of the module-level
-    values and @jit helpers it names."""
-    from despina.language.core import constexpr
-
-    from .jit import JITFunction
-
-    seen.add(id(fn))
-    tree = fn.source.tree
-    parts = [ast.dump(tree, include_attributes=False)]
-    g = fn.fn.__globals__
-    for name in sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}):
-        value = g.get(name)
-        if isinstance(value, JITFunction):
-            if id(value) not in seen:
-                parts.append(f"{name}={source_key(value, seen)}")
-        elif isinstance(value, (bool, int, float, str, constexpr)) or value is None and name in g:
-            parts.append(f"{name}={value!r}")
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
-
-
-def _arguments(fn: JITFunction, named: dict[str, Any]) -> list[Any]:
-    from despina import arguments
-    from despina.language.core import unwrap
-
-    out: list[Any] = []
-    for name, value in named.items():
-        v = unwrap(value)
-        if arguments.is_array(v):
-            out.append([name, str(v.dtype), arguments.data_ptr(v) % 16 == 0])
-        elif isinstance(v, bool) or name in fn.constexpr_names or not isinstance(v, (int, float)):
-            out.append([name, repr(v)])
-        elif isinstance(v, int):
-            spec = name not in fn.do_not_specialize
-            out.append([name, "int", spec and v == 1, spec and v % 16 == 0])
-        else:
-            out.append([name, "float"])
-    return out
+    if not fn.cache:  # not traced yet: the constexpr globals a launch checks, as tracing would record them
+        fn.used_globals.update(used_constexprs(fn))
+    spec, _, _, _ = specialization(fn, config, args, kwargs, grid)
+    dispatcher = fn._dispatcher or fn._gpu_dispatcher()
+    dispatcher.adopt(spec, kernels.from_remote(kernel, fn.__name__), context, device)
 
 
 # ---- one config as the launch would compile it ----------------------------------------------------------
@@ -138,6 +98,16 @@ def _arguments(fn: JITFunction, named: dict[str, Any]) -> list[Any]:
 def specialize(fn: JITFunction, config: Config, args: Sequence[Any], kwargs: dict[str, Any],
                grid: Any) -> tuple[Module, dict[str, Any], tuple[int, int, int], dict[str, Any]]:
     """(module, compile options, grid, bound arguments) of `config` for this call, as the GPU launch makes them."""
+    spec, options, dims, bound = specialization(fn, config, args, kwargs, grid)
+    module = fn.ir(spec, options)
+    opts = {"num_warps": options.num_warps, "num_stages": options.num_stages, "debug": options.debug}
+    return module, opts, dims, bound
+
+
+def specialization(fn: JITFunction, config: Config, args: Sequence[Any], kwargs: dict[str, Any],
+                   grid: Any) -> tuple[Specialization, Options, tuple[int, int, int], dict[str, Any]]:
+    """(specialization, options, grid, bound arguments) of `config` for this call, as the GPU launch
+    makes them; nothing traced."""
     from despina import arguments
     from despina.language.core import unwrap
 
@@ -153,10 +123,7 @@ def specialize(fn: JITFunction, config: Config, args: Sequence[Any], kwargs: dic
                  if n not in fn.constexpr_names and arguments.is_array(unwrap(v))}
     spec = fn.specialize({n: _Addressed(unwrap(v), addresses[n]) if n in addresses else v for n, v in bound.items()},
                          options)
-    dims = fn._grid(grid, bound, launch)
-    module = fn.ir(spec, options)
-    opts = {"num_warps": options.num_warps, "num_stages": options.num_stages, "debug": options.debug}
-    return module, opts, dims, bound
+    return spec, options, fn._grid(grid, bound, launch), bound
 
 
 # ---- here: compiled in worker processes, measured here, kept on disk ------------------------------------
@@ -218,8 +185,10 @@ def _measure(at: Autotuner, configs: Sequence[Config], args: Sequence[Any], kwar
 
 
 def _on_daemon(url: str, at: Autotuner, configs: Sequence[Config], args: Sequence[Any], kwargs: dict[str, Any],
-               grid: Any, named: dict[str, Any], ckey: str, device: Any, progress: Progress) -> Tuning | None:
-    """The daemon's tuning; None when it cannot be reached (tuned here then, as a compile would be)."""
+               grid: Any, named: dict[str, Any], ckey: str, device: Any,
+               progress: Progress) -> tuple[Tuning | None, RemoteKernel | None]:
+    """The daemon's tuning and its winner's kernel (None when the daemon no longer holds it, or measured
+    here); (None, None) when it cannot be reached (tuned here then, as a compile would be)."""
     from . import remote
     from .remote_tuning import CallCandidate, TuneCall, report, tune
     from .runtime import driver
@@ -232,7 +201,7 @@ def _on_daemon(url: str, at: Autotuner, configs: Sequence[Config], args: Sequenc
     except remote.ServerUnavailable:
         if remote._required():
             raise
-        return None
+        return None, None
     except remote.RemoteError as e:
         if e.code != "NOT_FOUND":
             raise
@@ -245,13 +214,13 @@ def _on_daemon(url: str, at: Autotuner, configs: Sequence[Config], args: Sequenc
         values, restore = _arguments_for(at, module, bound)
         answer = tune(url, dataclasses.replace(call, candidates=candidates, args=values, restore=restore))
     if answer.tuning is not None:
-        return answer.tuning
+        return answer.tuning, answer.kernel
     # A daemon that cannot measure for this GPU: its kernels measured here, the record sent back.
     for _ in configs:
         progress.compiled()
     keys = [str(k.metadata.get("service", {}).get("key", "")) if k is not None else "" for k in answer.kernels]
     tuning = _measure(at, configs, args, kwargs, grid, named, answer.errors, answer.key, device, progress, keys, start)
-    return report(url, ckey, tuning)
+    return report(url, ckey, tuning), None
 
 
 def _arguments_for(at: Autotuner, module: Module, bound: dict[str, Any]) -> tuple[list[Any], list[int]]:

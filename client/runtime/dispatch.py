@@ -25,9 +25,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from despina import arguments
-from despina.language.core import unwrap
+from despina.language.core import constexpr, unwrap
 
-from . import driver, env, kernels, libcuda, pointers
+from . import cache, driver, env, kernels, libcuda, pointers
 from .driver import LastLaunch
 from .launcher import Launcher, grid_dims, stream_handle, torch_stream_getter
 from .pointers import device_pointer, is_torch
@@ -104,6 +104,7 @@ class Dispatcher:
         self.lib = lib or libcuda.get()
         self.entries: dict[tuple[Any, ...], Entry] = {}
         self.launchers: dict[tuple[Any, ...], Launcher] = {}
+        self.adopted: set[tuple[Any, ...]] = set()  # specialization keys whose launchers were `adopt`ed
         self.slow_calls = 0
         self.local = _PerThread(self)
         self.namespace: dict[str, Any] = {}  # the generated code's globals
@@ -156,9 +157,11 @@ class Dispatcher:
         spec = fn.specialize({n: _Addressed(unwrap(v), addresses[n]) if n in addresses else v for n, v in bound.items()},
                              options)
         dims = fn._grid(grid, bound, launch)
-        module = fn.ir(spec, options)
+        module = None if spec.key in self.adopted else fn.ir(spec, options)
         context = driver.current_context()  # only now: the errors above need no GPU
         device = driver.context_device(context)
+        if module is None and (spec.key, context) not in self.launchers:  # adopted in another context
+            module = fn.ir(spec, options)
         launcher = self.launcher(spec, module, options, context, device)
         torch_device = device.ordinal if any(is_torch(unwrap(v)) for v in bound.values()) else None
         entry = self.file(args, kwargs, launcher, torch_device)
@@ -169,12 +172,14 @@ class Dispatcher:
         values = {n: addresses[n] if n in addresses else unwrap(bound[n]) for n in launcher.arg_names}
         launcher.launch(dims, values, stream_handle(stream))
 
-    def launcher(self, spec: Specialization, module: Module, options: Options, context: int,
+    def launcher(self, spec: Specialization, module: Module | None, options: Options, context: int,
                  device: driver.Device) -> Launcher:
-        """The loaded kernel of `spec` in `context`: compiled (or found in a cache) and loaded once."""
+        """The loaded kernel of `spec` in `context`: compiled (or found in a cache) and loaded once;
+        `module` may be None when it is loaded already (`adopt`)."""
         key = (spec.key, context)
         found = self.launchers.get(key)
         if found is None:
+            assert module is not None
             opts = {"num_warps": options.num_warps, "num_stages": options.num_stages, "debug": options.debug}
             binary = kernels.binary(module, opts, device.target)
             meta = binary.metadata
@@ -184,6 +189,18 @@ class Dispatcher:
             found = self.launchers[key] = Launcher(function, kernel.arg_names, [a.type for a in kernel.args], self.lib,
                                                    meta)
         return found
+
+    def adopt(self, spec: Specialization, binary: cache.Binary, context: int, device: driver.Device) -> None:
+        """Load `binary`, compiled elsewhere from the kernel as `spec` specializes it (the daemon's tuned
+        winner), as the launch of `spec` in `context`: a launch that specializes to it neither traces the
+        kernel nor compiles it. Its parameters are `spec`'s run-time ones, as tracing makes them."""
+        meta = binary.metadata
+        function = device.load(binary.cubin, binary.name, int(meta.get("shared", 0)),
+                               int(meta.get("num_warps", spec.attrs["num_warps"])), context)
+        params = [(n, p) for n, p in spec.params if not isinstance(p, constexpr)]
+        self.launchers[(spec.key, context)] = Launcher(function, [n for n, _ in params], [p for _, p in params],
+                                                       self.lib, meta)
+        self.adopted.add(spec.key)
 
     def file(self, args: tuple[Any, ...], kwargs: dict[str, Any], launcher: Launcher, torch_device: int | None) -> Entry:
         """The Entry of this call, stored under its key unless the call has none (an unhashable constant)."""

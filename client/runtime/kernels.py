@@ -15,11 +15,14 @@ import json
 from collections import Counter
 from collections.abc import Callable
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from despina.compiler.ir.core import Module
 
 from . import cache
+
+if TYPE_CHECKING:
+    from despina.remote import RemoteKernel
 
 STATS: Counter[str] = Counter()
 _MEMORY: dict[str, cache.Binary] = {}
@@ -154,13 +157,16 @@ def compile_module(module: Module, options: dict[str, Any], target: str) -> cach
     and every stage's text the compiler returned."""
     from despina import remote
 
-    name = module.kernel.name
     if remote.server() is not None:
-        got = remote.compile_remote(module, SimpleNamespace(**options), target)
-        meta = _json(got.metadata)
-        # The image: the cubin, or PTX (meta["image_format"] == "ptx") that the driver JITs when it loads it.
-        return cache.Binary(str(meta.pop("name", name)), bytes(got.image), meta, {"ptx": got.ptx})
+        return from_remote(remote.compile_remote(module, SimpleNamespace(**options), target), module.kernel.name)
     return _backend(module, options, target)
+
+
+def from_remote(got: RemoteKernel, name: str) -> cache.Binary:
+    """The daemon's answer as a Binary. Its image: the cubin, or PTX (metadata["image_format"] == "ptx")
+    that the driver JITs when it loads it."""
+    meta = _json(got.metadata)
+    return cache.Binary(str(meta.pop("name", name)), bytes(got.image), meta, {"ptx": got.ptx})
 
 
 def _backend(module: Module, options: dict[str, Any], target: str) -> cache.Binary:
