@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import ctypes
-from typing import Any
-
-import numpy as np
+import sys
+from typing import TYPE_CHECKING, Any
 
 from despina.compiler.ir import types as _t
+
+if TYPE_CHECKING:
+    import numpy as np
 
 _NAMES: dict[str, _t.ScalarType] = {
     "bool": _t.int1, "int8": _t.int8, "int16": _t.int16, "int32": _t.int32, "int64": _t.int64,
@@ -17,25 +19,34 @@ _NAMES: dict[str, _t.ScalarType] = {
 }
 
 
+def _numpy() -> Any:
+    """NumPy if something imported it, else None (then no value is a NumPy array, scalar or dtype):
+    `import despina` and compiling need no NumPy."""
+    return sys.modules.get("numpy")
+
+
 def element_type(dtype: Any) -> _t.ScalarType | None:
     """The scalar type of a NumPy, torch or CuPy dtype, or None if it has none."""
     if isinstance(dtype, _t.ScalarType):
         return dtype
     name = str(dtype).rsplit(".", 1)[-1]
-    if isinstance(dtype, np.dtype) or (isinstance(dtype, type) and issubclass(dtype, np.generic)):
+    np = _numpy()
+    if np is not None and (isinstance(dtype, np.dtype) or (isinstance(dtype, type) and issubclass(dtype, np.generic))):
         name = np.dtype(dtype).name
     return _NAMES.get(name)
 
 
 def is_array(value: Any) -> bool:
-    return hasattr(value, "dtype") and (hasattr(value, "data_ptr") or isinstance(value, np.ndarray)
+    np = _numpy()
+    return hasattr(value, "dtype") and (hasattr(value, "data_ptr") or (np is not None and isinstance(value, np.ndarray))
                                         or hasattr(value, "__cuda_array_interface__") or hasattr(value, "__dlpack__"))
 
 
 def data_ptr(value: Any) -> int:
     if hasattr(value, "data_ptr"):
         return int(value.data_ptr())
-    if isinstance(value, np.ndarray):
+    np = _numpy()
+    if np is not None and isinstance(value, np.ndarray):
         return int(value.ctypes.data)
     if hasattr(value, "__cuda_array_interface__"):
         return int(value.__cuda_array_interface__["data"][0])
@@ -52,7 +63,7 @@ def host_array(value: Any) -> np.ndarray:
         t = value.detach()
         as_bits = {torch.bfloat16: torch.int16, torch.bool: torch.uint8}.get(t.dtype)
         arr = (t.view(as_bits) if as_bits is not None else t).numpy()
-    elif isinstance(value, np.ndarray):
+    elif _numpy() is not None and isinstance(value, _numpy().ndarray):
         arr = value
     else:
         raise TypeError(f"the interpreter cannot read a {type(value).__name__}; pass a NumPy array or a CPU torch tensor")
@@ -67,6 +78,7 @@ def host_buffer(value: Any) -> np.ndarray:
         return arr.reshape(-1)
     if any(s < 0 for s in arr.strides):
         raise ValueError("arrays with negative strides are not supported; pass np.ascontiguousarray(x)")
+    np = _numpy()
     span = sum((n - 1) * s for n, s in zip(arr.shape, arr.strides)) + arr.itemsize if arr.size else 0
     raw = memoryview((ctypes.c_char * span).from_address(arr.ctypes.data))
     return np.frombuffer(raw, dtype=np.uint8).view(arr.dtype) if span % arr.itemsize == 0 else np.frombuffer(raw, np.uint8)
@@ -87,9 +99,10 @@ def strided_warning(kernel: str, name: str, arr: np.ndarray) -> str | None:
 
 def scalar_type(value: Any) -> _t.ScalarType:
     """The IR type of a scalar argument, as Triton picks it."""
-    if isinstance(value, (bool, np.bool_)):
+    np = _numpy()
+    if isinstance(value, bool) or (np is not None and isinstance(value, np.bool_)):
         return _t.int1
-    if isinstance(value, (int, np.integer)):
+    if isinstance(value, int) or (np is not None and isinstance(value, np.integer)):
         v = int(value)
         if -(2**31) <= v < 2**31:
             return _t.int32
@@ -98,6 +111,6 @@ def scalar_type(value: Any) -> _t.ScalarType:
         if v < 2**64:
             return _t.uint64
         raise OverflowError(f"integer argument {v} does not fit in 64 bits")
-    if isinstance(value, (float, np.floating)):
+    if isinstance(value, float) or (np is not None and isinstance(value, np.floating)):
         return _t.float32
     raise TypeError(f"unsupported argument type {type(value).__name__}")

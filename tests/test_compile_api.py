@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -128,6 +129,27 @@ def test_module_is_the_one_the_jit_builds():
 def test_import_despina_does_not_import_llvmlite():
     code = "import sys, despina; despina.compile; assert 'llvmlite' not in sys.modules, 'llvmlite imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_compiling_loads_no_numpy(tmp_path):
+    """NumPy loads on first use (host arrays, folding float arithmetic), not with `import despina` nor for
+    a compile that needs none of it: it is about 0.1 s of a fresh process's cold compile."""
+    pytest.importorskip("llvmlite")
+    pytest.importorskip("cuda.bindings.nvjitlink")
+    script = tmp_path / "kernel.py"
+    script.write_text(
+        "import sys\n"
+        "import despina\n"
+        "import despina.language as tl\n"
+        "assert 'numpy' not in sys.modules, 'import despina loaded NumPy'\n"
+        "@despina.jit\n"
+        "def k(x_ptr, n, BLOCK: tl.constexpr):\n"
+        "    offs = tl.arange(0, BLOCK)\n"
+        "    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)\n"
+        "despina.compile(k, '*fp32:16,i32', {'BLOCK': 128}, target='sm_80')\n"
+        "assert 'numpy' not in sys.modules, 'compiling loaded NumPy'\n")
+    env = dict(os.environ, DESPINA_CACHE_DIR=str(tmp_path / "cache"))
+    subprocess.run([sys.executable, str(script)], check=True, env=env)
 
 
 def test_a_non_kernel_is_refused():

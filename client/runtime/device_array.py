@@ -13,17 +13,20 @@ from __future__ import annotations
 
 import math
 import weakref
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from . import driver
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class DeviceArray:
     """A C-contiguous array on device `device`: `shape`, `dtype` (a NumPy dtype), `data_ptr()`."""
 
     def __init__(self, shape: tuple[int, ...], dtype: Any, device: int = 0) -> None:
+        import numpy as np  # on first use: `import despina` (and compiling) needs no NumPy
+
         self.shape = tuple(int(d) for d in shape)
         self.dtype = np.dtype(dtype)
         if any(d < 0 for d in self.shape):
@@ -41,6 +44,8 @@ class DeviceArray:
     @classmethod
     def from_numpy(cls, array: np.ndarray, device: int = 0) -> DeviceArray:
         """A device copy of `array`."""
+        import numpy as np
+
         host = np.ascontiguousarray(array)
         out = cls(host.shape, host.dtype, device)
         if out.nbytes:
@@ -50,6 +55,8 @@ class DeviceArray:
     def to_numpy(self) -> np.ndarray:
         """A host copy; waits for the kernels writing the array (on the default stream), and raises a
         kernel's fault here, naming the kernel."""
+        import numpy as np
+
         host = np.empty(self.shape, self.dtype)
         if self.nbytes:
             driver.copy_to_host(self.device, host.ctypes.data, self._pointer, self.nbytes)

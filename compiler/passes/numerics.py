@@ -20,8 +20,6 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
-import numpy as np
-
 from ..ir.types import ScalarType
 
 Num = int | float | bool
@@ -33,7 +31,14 @@ _FORMATS: dict[str, tuple[int, int, int]] = {
     "fp32": (24, -126, 127),
     "fp64": (53, -1022, 1023),
 }
-_NUMPY: dict[str, Any] = {"fp16": np.float16, "bf16": np.float32, "fp32": np.float32, "fp64": np.float64}
+_NUMPY_NAMES = {"fp16": "float16", "bf16": "float32", "fp32": "float32", "fp64": "float64"}
+
+
+def _np() -> Any:
+    """NumPy, imported when a float op is first folded: `import despina` needs no NumPy."""
+    import numpy
+
+    return numpy
 
 
 def normalize(value: Any, ty: ScalarType) -> Num | None:
@@ -166,7 +171,8 @@ def float_binary(name: str, a: float, b: float, ty: ScalarType) -> float | None:
         if math.isnan(a) or math.isnan(b) or a == b:
             return a if a == b and math.copysign(1, a) == math.copysign(1, b) else None
         return max(a, b) if name == "maximum" else min(a, b)
-    np_ty = _NUMPY[ty.name]
+    np = _np()
+    np_ty = getattr(np, _NUMPY_NAMES[ty.name])
     with np.errstate(all="ignore"):
         r = float(_np_binary(name, np_ty(a), np_ty(b)))
     return _finish(r, ty)
@@ -178,7 +184,7 @@ def float_unary(name: str, a: float, ty: ScalarType) -> float | None:
     elif name == "abs":
         r = abs(a)
     else:
-        r = float(np.floor(a) if name == "floor" else np.ceil(a))
+        r = float(_np().floor(a) if name == "floor" else _np().ceil(a))
     return _finish(r, ty)
 
 
@@ -235,16 +241,18 @@ def _to_bits(x: Num, ty: ScalarType) -> int | None:
         return int(x) & ((1 << ty.primitive_bitwidth) - 1)
     if math.isnan(x):
         return None
+    np = _np()
     if ty.is_bf16():
         return int(np.float32(x).view(np.uint32)) >> 16
-    return int(np.array(x, dtype=_NUMPY[ty.name]).view(f"uint{ty.primitive_bitwidth}"))
+    return int(np.array(x, dtype=_NUMPY_NAMES[ty.name]).view(f"uint{ty.primitive_bitwidth}"))
 
 
 def _from_bits(bits: int, ty: ScalarType) -> Num | None:
     if ty.is_int():
         return wrap(bits, ty)
+    np = _np()
     if ty.is_bf16():
         r = float(np.array(bits << 16, dtype=np.uint32).view(np.float32))
     else:
-        r = float(np.array(bits, dtype=f"uint{ty.primitive_bitwidth}").view(_NUMPY[ty.name]))
+        r = float(np.array(bits, dtype=f"uint{ty.primitive_bitwidth}").view(_NUMPY_NAMES[ty.name]))
     return None if math.isnan(r) else r
