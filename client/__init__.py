@@ -10,8 +10,7 @@
 from . import language, testing
 from .autotuner import Config, autotune, heuristics
 from .compile_api import CompiledKernel, compile
-from .compiler.errors import KernelRuntimeError
-from .frontend.errors import CompilationError
+from .compiler.errors import CompilationError, KernelRuntimeError
 from .jit import JITFunction, jit, reinterpret
 from .language.arith import cdiv
 from .remote import set_server

@@ -49,14 +49,13 @@ def run(args: argparse.Namespace) -> int:
     except UsageError as e:
         return _fail(str(e), 2)
     import despina
-    from despina.compiler.backends.errors import CompilationError as BackendError
 
     try:
         compiled = despina.compile(kernel, args.signature, constexprs, num_warps=args.num_warps,
                                    num_stages=args.num_stages, target=args.target, debug=args.debug or None)
     except (ValueError, TypeError) as e:  # the signature, a constexpr, the target, or not a kernel
         return _fail(str(e), 2)
-    except (despina.CompilationError, BackendError, RuntimeError) as e:  # the message names the kernel and line
+    except (despina.CompilationError, RuntimeError) as e:  # the message names the kernel and line
         return _fail(f"{type(e).__name__}: {e}", 1)
     try:
         data = stage_output(compiled, args.emit)

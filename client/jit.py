@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
 
+from despina.compiler.errors import CompilationError
 from despina.compiler.ir import types as _t
 from despina.compiler.ir.core import Module
 from despina.compiler.ir.verifier import VerificationError, verify
@@ -28,7 +29,6 @@ from despina.language.semantic import to_tensor
 from . import arguments
 from .caller import user_stacklevel
 from .frontend.codegen import generate_module, is_constexpr_annotation
-from .frontend.errors import CompilationError
 from .frontend.source import Source
 from .runtime import env as _env
 

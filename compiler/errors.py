@@ -1,6 +1,16 @@
-"""Errors the compiler and interpreter raise at users (the frontend's live in `despina`)."""
+"""Errors the compiler and interpreter raise at users. `CompilationError` is the one base class of
+every compile failure (`despina.CompilationError`): the frontend raises its `FrontendError`
+(client/frontend/errors.py), the backends their `BackendError` (compiler/backends/errors.py), so
+`except despina.CompilationError` catches both. This module imports nothing: the client shares it."""
 
 from __future__ import annotations
+
+
+class CompilationError(Exception):
+    """A kernel could not be compiled; the message names the kernel, where, and what to do.
+    `kernel`: the kernel's name ("" when unknown)."""
+
+    kernel: str = ""
 
 
 class KernelRuntimeError(RuntimeError):

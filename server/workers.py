@@ -65,7 +65,7 @@ def _worker_main(conn: Connection, entry_point: str) -> None:
     # Compiles and IR checks are batch work: on a busy host the daemon's event loop, which answers every
     # cache hit, goes first (six decode bombs in the workers took hits' p99 from 4 ms to 100 ms on 2 cores).
     os.nice(WORKER_NICENESS)
-    from despina.compiler.backends.errors import CompilationError
+    from despina.compiler.errors import CompilationError
     from despina.compiler.ir.core import IRError
 
     compiler: Callable[..., Any] | None = None

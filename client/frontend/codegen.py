@@ -24,7 +24,7 @@ from despina.language.core import constexpr, is_builtin, tensor, tracing, unwrap
 from despina.language.semantic import to_tensor
 
 from .control_flow import ControlFlow, LoopExit
-from .errors import CallSite, CompilationError
+from .errors import CallSite, FrontendError
 from .hints import LANGUAGE_REFERENCE, no_such_name, not_a_jit_function
 from .source import Source, source_text
 
@@ -82,9 +82,9 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
 
     # ---- errors and locations ----------------------------------------------------------------
 
-    def error(self, node: ast.AST, message: str) -> CompilationError:
+    def error(self, node: ast.AST, message: str) -> FrontendError:
         line, col = self.source.position(node)
-        err = CompilationError(self.ctx.kernel_name, self.source.file, line, col, message, self.source.line_text(line),
+        err = FrontendError(self.ctx.kernel_name, self.source.file, line, col, message, self.source.line_text(line),
                                function=self.jitfn.__name__)
         err.origin = self
         return err
@@ -96,7 +96,7 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
             self.builder.loc = Loc(self.source.file, line, col)
         try:
             return super().visit(node)
-        except (CompilationError, LoopExit):
+        except (FrontendError, LoopExit):
             raise
         except RecursionError:
             raise self.error(node, "the kernel nests too deeply to compile; split deep expressions or chains of "
@@ -336,7 +336,7 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
                 kwargs[kw.arg] = self.visit(kw.value)
         try:
             return self.call(fn, args, kwargs, node)
-        except CompilationError as exc:
+        except FrontendError as exc:
             if exc.origin is not None and exc.origin is not self:  # raised inside a @jit function this line calls
                 line, col = self.source.position(node)
                 site = CallSite(self.jitfn.__name__, self.is_kernel, self.source.file, line, col, self.source.line_text(line))

@@ -24,7 +24,7 @@ from despina.language.semantic import broadcast_to, cast, promote, to_tensor
 if TYPE_CHECKING:
     from despina.compiler.ir.builder import Builder
 
-    from .errors import CompilationError
+    from .errors import FrontendError
 
 
 class LoopExit(Exception):
@@ -93,7 +93,7 @@ class ControlFlow:
     dynamic_depth: int
 
     if TYPE_CHECKING:
-        def error(self, node: ast.AST, message: str) -> CompilationError: ...
+        def error(self, node: ast.AST, message: str) -> FrontendError: ...
         def visit(self, node: ast.AST) -> Any: ...
         def visit_statements(self, stmts: Sequence[ast.stmt]) -> None: ...
         def assign(self, target: ast.expr, value: Any) -> None: ...

@@ -1,8 +1,11 @@
-"""`CompilationError`: what the frontend raises at users, pointing into their source."""
+"""`FrontendError`: the `despina.CompilationError` the frontend raises at users, pointing into their
+source."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from despina.compiler.errors import CompilationError
 
 
 @dataclass(frozen=True)
@@ -17,8 +20,8 @@ class CallSite:
     source_line: str | None
 
 
-class CompilationError(Exception):
-    """A kernel could not be compiled. The message names the kernel and `file:line:column`,
+class FrontendError(CompilationError):
+    """A kernel could not be compiled from its source. The message names the kernel and `file:line:column`,
     shows the source line with a caret under the column, and says what to do. An error inside a
     @jit helper then lists the calls that led there, innermost first (as Triton's chained errors
     read), each with its own line and caret, down to the call in the kernel."""

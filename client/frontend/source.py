@@ -13,7 +13,7 @@ from typing import Any
 from despina.compiler.ir.core import SourceText
 from despina.compiler.ir.verifier import MAX_SOURCE_BYTES, MAX_SOURCE_LINES
 
-from .errors import CompilationError
+from .errors import FrontendError
 
 
 @dataclass
@@ -80,13 +80,13 @@ def source_text(kernel: Source, helpers: list[Source]) -> SourceText | None:
     return SourceText(kernel.file, kernel.first_line, tuple(kept))
 
 
-def _no_source(fn: Callable[..., Any], exc: OSError) -> CompilationError:
+def _no_source(fn: Callable[..., Any], exc: OSError) -> FrontendError:
     """The error for a kernel whose source Python cannot give back (`python -c`, `exec`, a REPL)."""
     code = getattr(fn, "__code__", None)
     file = code.co_filename if code is not None else "<unknown>"
     line = code.co_firstlineno if code is not None else 0
     name = getattr(fn, "__qualname__", getattr(fn, "__name__", repr(fn)))
-    return CompilationError(
+    return FrontendError(
         name, file, line, 0,
         f"cannot read the kernel's source code ({exc}): despina compiles a kernel from its source, and Python "
         "keeps that only for functions defined in a file. Define the kernel in a .py file and import or run that "

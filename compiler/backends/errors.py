@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from ..errors import CompilationError
 from ..ir.core import Loc, Op
 
 
-class CompilationError(Exception):
+class BackendError(CompilationError):
     """The kernel cannot be compiled for the target; the message says why and where."""
 
     def __init__(self, message: str, kernel: str = "", loc: Loc | None = None) -> None:
@@ -16,5 +17,5 @@ class CompilationError(Exception):
         self.loc = loc
 
 
-def op_error(op: Op, message: str, kernel: str = "") -> CompilationError:
-    return CompilationError(f"op '{op.name}': {message}", kernel, op.loc)
+def op_error(op: Op, message: str, kernel: str = "") -> BackendError:
+    return BackendError(f"op '{op.name}': {message}", kernel, op.loc)

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from despina.compiler.backends.errors import CompilationError
+from despina.compiler.backends.errors import BackendError
 from despina.compiler.ir.core import Module
 from despina.compiler.ir.printer import print_module
 
@@ -38,7 +38,7 @@ def compile_module(module: Module, target: str = "sm_90", num_warps: int = 4, nu
     if module.attrs.get("fake_crash"):
         os.kill(os.getpid(), signal.SIGKILL)
     if module.attrs.get("fake_fail"):
-        raise CompilationError("the fake backend refuses this kernel", name)
+        raise BackendError("the fake backend refuses this kernel", name)
     if module.attrs.get("fake_bug"):
         raise RuntimeError("the fake backend tripped over its own bug")
     text = print_module(module)

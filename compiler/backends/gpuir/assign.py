@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from ...ir.core import Block, Function, Module, Op, Value
 from ...ir.types import PointerType, TileType, elem_of, shape_of
-from ..errors import CompilationError, op_error
+from ..errors import BackendError, op_error
 from .accelerate import DotPlan, plan_dot
 from .axis import AxisAnalysis
 from .clone import clone_function
@@ -111,7 +111,7 @@ class _Assigner:
             shape = shape_of(v.type)
             for d in shape:
                 if d & (d - 1):
-                    raise CompilationError(f"tile {v.type} has a dimension that is not a power of two", self.fn.name)
+                    raise BackendError(f"tile {v.type} has a dimension that is not a power of two", self.fn.name)
             self.vclass[key] = self.new_class(len(shape), shape)
         return self.vclass[key]
 
@@ -402,7 +402,7 @@ def assign_layouts(module: Module, num_warps: int) -> GpuFunction:
     assigner = _Assigner(fn, axis, num_warps)
     for arg in fn.args:
         if isinstance(arg.type, TileType):
-            raise CompilationError("kernel arguments must be scalars or pointers", fn.name)
+            raise BackendError("kernel arguments must be scalars or pointers", fn.name)
     assigner.block(fn.body)
     encodings = assigner.resolve()
     assigner.materialize(fn.body)

@@ -25,7 +25,7 @@ Kernel ABI (what a launcher needs to call the cubin):
   (compare-and-swap on `failed`) and fills it, then its warp exits: no trap, the context stays
   usable. After the launch, read it with cuModuleGetGlobal, report a failure and zero it.
 
-`compile_module` raises `CompilationError` for kernels it cannot compile (naming the op and its
+`compile_module` raises `BackendError` (a `despina.CompilationError`) for kernels it cannot compile (naming the op and its
 source line), `LLVMError` when LLVM rejects or crashes on the module, `LinkError` when
 nvJitLink rejects the PTX.
 """
@@ -36,7 +36,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..errors import CompilationError
+    from ..errors import BackendError
     from .compiler import CompiledKernel, compile_module
     from .link import LinkError, Resources, link_cubin, parse_info_log
     from .llvm import LLVMError, unresolved_intrinsics
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 # Imported on first access (PEP 562), so that `isolate` can start the LLVM worker before the rest
 # of the backend (the lowering rules, GPU IR) is imported: see `isolate.prestart`.
 _EXPORTS = {
-    "CompilationError": "..errors",
+    "BackendError": "..errors",
     "CompiledKernel": ".compiler",
     "compile_module": ".compiler",
     "LinkError": ".link",
@@ -77,7 +77,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "PTX_VERSION",
     "TARGETS",
-    "CompilationError",
+    "BackendError",
     "CompiledKernel",
     "LLVMError",
     "LinkError",

@@ -9,7 +9,7 @@ from typing import Any
 
 from ...ir.core import Module
 from ...ir.printer import print_module_with_locs
-from ..errors import CompilationError
+from ..errors import BackendError
 from ..gpuir import assign_layouts
 from ..gpuir.pipeline import plan_pipelines
 from ..gpuir.printer import print_gpuir_with_locs
@@ -78,7 +78,7 @@ def compile_module(
     asm["gpuir"], gpuir_locs = print_gpuir_with_locs(gpu)
     llmodule, shared, launch = lower(gpu, tgt, line_info)
     if shared > tgt.max_shared:
-        raise CompilationError(
+        raise BackendError(
             f"the kernel needs {shared} bytes of shared memory with num_warps={num_warps}, num_stages={num_stages}; "
             f"{tgt.arch} allows at most {tgt.max_shared} a block: use fewer num_stages or smaller blocks",
             name,
@@ -91,7 +91,7 @@ def compile_module(
     asm["llir"], asm["ptx"] = optimized, ptx
     missing = unresolved_intrinsics(ptx)
     if missing:
-        raise CompilationError(
+        raise BackendError(
             f"the PTX still calls {', '.join(missing)}: LLVM's NVPTX backend cannot lower these "
             "on its own; the op that produced them needs a lowering rule (or libdevice, from nvidia-nvvm)",
             name,

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from despina.compiler.backends.errors import CompilationError
+from despina.compiler.backends.errors import BackendError
 from despina.compiler.backends.gpuir import (
     CONVERT,
     Blocked,
@@ -150,7 +150,7 @@ def test_reduce_result_is_a_slice() -> None:
 def test_non_power_of_two_tiles_are_refused() -> None:
     k = KernelBuilder("odd", [])
     k.arange(0, 12)
-    with pytest.raises(CompilationError, match="power of two"):
+    with pytest.raises(BackendError, match="power of two"):
         assign_layouts(k.module(), 4)
 
 

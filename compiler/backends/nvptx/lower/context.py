@@ -17,7 +17,7 @@ from llvmlite.ir.values import FunctionAttributes
 
 from ....ir.core import Block, Op, Value
 from ....ir.types import ElemType, elem_of
-from ...errors import CompilationError, op_error
+from ...errors import BackendError, op_error
 from ...gpuir import GpuFunction, LinearLayout
 from ...gpuir.smem_alloc import SharedAllocator
 from ..target import DATA_LAYOUT, TRIPLE, Target, refused
@@ -115,7 +115,7 @@ class Lowering:
             self.b.debug_metadata = self.debug.location(op.loc)
         try:
             results = rule(self, op, [self.get(v) for v in op.operands])
-        except CompilationError:
+        except BackendError:
             raise
         except (ValueError, KeyError, NotImplementedError) as e:
             raise op_error(op, str(e), self.kernel) from e
@@ -155,7 +155,7 @@ class Lowering:
     def get(self, v: Value) -> Regs:
         return self.values[id(v)]
 
-    def error(self, op: Op, message: str) -> CompilationError:
+    def error(self, op: Op, message: str) -> BackendError:
         return op_error(op, message, self.kernel)
 
     # ---- facts about values -----------------------------------------------------------------

@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("llvmlite")
 pytest.importorskip("cuda.bindings.nvjitlink")
 
-from despina.compiler.backends.nvptx import CompilationError, compile_module, toolkit, unresolved_intrinsics  # noqa: E402
+from despina.compiler.backends.nvptx import BackendError, compile_module, toolkit, unresolved_intrinsics  # noqa: E402
 from despina.compiler.backends.nvptx.llvm import emit_ptx  # noqa: E402
 from despina.compiler.backends.nvptx.lower import math as lower_math  # noqa: E402
 from despina.compiler.ir.core import Module  # noqa: E402
@@ -84,7 +84,7 @@ def test_kernels_without_libdevice_calls_do_not_link_it() -> None:
 
 def test_missing_libdevice_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(lower_math, "find_libdevice", lambda: None)
-    with pytest.raises(CompilationError, match=r"kernel 'pow64'.*'pow' on fp64 needs libdevice.*pip install nvidia-nvvm"):
+    with pytest.raises(BackendError, match=r"kernel 'pow64'.*'pow' on fp64 needs libdevice.*pip install nvidia-nvvm"):
         compile_module(math_kernel("pow64", float64, ["pow"]), isolate=False)
 
 

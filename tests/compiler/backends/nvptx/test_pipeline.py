@@ -10,7 +10,7 @@ pytest.importorskip("cuda.bindings.nvjitlink")
 
 from despina.compiler.backends.nvptx import (  # noqa: E402
     TARGETS,
-    CompilationError,
+    BackendError,
     LLVMError,
     compile_module,
     get_target,
@@ -88,7 +88,7 @@ def test_unresolved_llvm_call_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setitem(RULES, "neg", bogus)
     k = KernelBuilder("neg_kernel", [("x", PointerType(float32))])
     k.store(k["x"], k.op("neg", k.load(k["x"])))
-    with pytest.raises(CompilationError, match=r"neg_kernel.*llvm\.despina\.missing\.f32"):
+    with pytest.raises(BackendError, match=r"neg_kernel.*llvm\.despina\.missing\.f32"):
         compile_module(k.module(), isolate=False)
 
 
@@ -114,5 +114,5 @@ def test_unknown_op_names_the_op() -> None:
     module = kernels.vector_add()
     body = module.kernel.body
     body.ops.insert(0, Op("frobnicate", [], []))
-    with pytest.raises(CompilationError, match="'frobnicate'.*no lowering rule"):
+    with pytest.raises(BackendError, match="'frobnicate'.*no lowering rule"):
         compile_module(module, isolate=False)

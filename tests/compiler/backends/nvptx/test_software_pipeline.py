@@ -14,7 +14,7 @@ pytest.importorskip("cuda.bindings.nvjitlink")
 
 import despina  # noqa: E402
 import despina.language as tl  # noqa: E402
-from despina.compiler.backends.errors import CompilationError  # noqa: E402
+from despina.compiler.backends.errors import BackendError  # noqa: E402
 
 from .test_registers import KERNELS  # noqa: E402
 
@@ -74,7 +74,7 @@ def test_large_tiles_keep_one_k_step_of_operands_live() -> None:
 
 
 def test_a_configuration_over_the_shared_memory_limit_is_a_clear_error() -> None:
-    with pytest.raises(CompilationError, match=r"needs 196608 bytes of shared memory .* num_stages=4; sm_80 allows "
+    with pytest.raises(BackendError, match=r"needs 196608 bytes of shared memory .* num_stages=4; sm_80 allows "
                                                r"at most 166912 a block: use fewer num_stages or smaller blocks"):
         _matmul(bn=256, stages=4)
     assert _matmul(bn=256, stages=4, target="sm_90").metadata["shared"] == 196608
