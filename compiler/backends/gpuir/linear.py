@@ -96,7 +96,15 @@ class LinearLayout:
 
     def reg_index(self, r: int) -> Basis:
         """The part of the index fixed by register `r` (known at compile time)."""
-        return self._combine(self.reg, r)
+        return self._reg_indices[r & (self.num_regs - 1)]
+
+    @cached_property
+    def _reg_indices(self) -> tuple[Basis, ...]:
+        """`reg_index` of every register, computed once: the lowering asks for each many times."""
+        out: list[Basis] = [(0,) * self.rank]
+        for b in self.reg:
+            out += [_xor(x, b) for x in out]
+        return tuple(out)
 
     def index(self, r: int, lane: int, warp: int) -> Basis:
         return self.apply(reg=r, lane=lane, warp=warp)

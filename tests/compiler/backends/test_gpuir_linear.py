@@ -53,6 +53,16 @@ def test_inverse_undoes_the_layout(ll: LinearLayout) -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(bijections())
+def test_a_registers_index_is_the_layouts_value_at_it(ll: LinearLayout) -> None:
+    """`reg_index` (a table made once per layout) agrees with `apply`, which XORs the bases each time,
+    and, as `apply` does, ignores register bits beyond the layout's."""
+    for r in range(2 * ll.num_regs):
+        assert ll.reg_index(r) == ll.apply(reg=r)
+    assert ll.reg_of_index == {ll.apply(reg=r): r for r in range(ll.num_regs)}
+
+
+@settings(max_examples=60, deadline=None)
+@given(bijections())
 def test_composing_with_the_inverse_is_the_identity(ll: LinearLayout) -> None:
     ident = ll.compose(ll.invert())
     for inputs in _inputs(ll):
