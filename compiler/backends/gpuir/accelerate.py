@@ -1,5 +1,6 @@
-"""Choosing how each `dot` runs: on tensor cores (`mma.sync`) when one instruction fits, else on
-CUDA cores (FMA), and with which warps per tile (Triton's AccelerateMatmul for MMA v2).
+"""Choosing how each `dot` runs: on Hopper's warpgroup MMA (`wgmma`, sm_90a) where it fits, else on
+tensor cores (`mma.sync`) when one instruction fits, else on CUDA cores (FMA), and with which warps
+per tile (Triton's AccelerateMatmul for MMA v3 and v2).
 
 The choice is recorded on the dot as its `engine` attribute, so that the GPU IR dump says
 which dots run on tensor cores and why the others do not.
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 
 from ...ir.core import Function, Op, Value
 from ...ir.types import ScalarType, elem_of, shape_of
+from . import wgmma
 from .mma import Mma, MmaOperand, warps_per_tile_v2
 
 
@@ -51,6 +53,21 @@ def instruction(op: Op) -> tuple[str, int] | str:
 
 def _feeds_a_dot(fn: Function, dot: Op) -> bool:
     """Whether `dot`'s result reaches an operand of another dot (attention's chained dots)."""
+    return bool(_fed_dots(fn, dot))
+
+
+def _chained(fn: Function, dot: Op) -> bool:
+    """Whether `dot` is one of chained dots: its result reaches another dot's A or B, or another
+    dot's result reaches its own (attention's second dot, fed P). Both take [num_warps, 1], as in
+    Triton's warpsPerTileV2, so that P passes from one to the other in registers."""
+    if _feeds_a_dot(fn, dot):
+        return True
+    return any(d is dot for other in fn.walk() if other.name == "dot" and other is not dot for d in _fed_dots(fn, other))
+
+
+def _fed_dots(fn: Function, dot: Op) -> list[Op]:
+    """The other dots whose A or B operand `dot`'s result reaches."""
+    fed: list[Op] = []
     users: dict[int, list[Op]] = {}
     for op in fn.walk():
         for v in op.operands:
@@ -61,21 +78,47 @@ def _feeds_a_dot(fn: Function, dot: Op) -> bool:
         v = work.pop()
         for user in users.get(id(v), []):
             if user.name == "dot" and user is not dot and any(o is v for o in user.operands[:2]):
-                return True
+                fed.append(user)
+                continue
             for r in user.results:
                 if id(r) not in seen:
                     seen.add(id(r))
                     work.append(r)
-    return False
+    return fed
 
 
-def plan_dot(fn: Function, op: Op, num_warps: int) -> DotPlan | None:
-    """The MMA plan of `op` (recorded as its `engine` attribute), or None for the FMA path."""
+def _wgmma(fn: Function, op: Op, num_warps: int) -> DotPlan | str:
+    """The wgmma plan of `op`, or why wgmma does not take it."""
+    a, c = elem_of(op.operands[0].type), elem_of(op.operands[2].type)
+    assert isinstance(a, ScalarType) and isinstance(c, ScalarType)
+    if not ((a.is_fp16() or a.is_bf16()) and c.is_fp32()):
+        return f"wgmma takes fp16 and bf16 into fp32 here, not {a} into {c}"
+    if _feeds_a_dot(fn, op):
+        return "chained dots (attention) keep mma.sync until wgmma takes A from registers"
+    m, n = shape_of(op.result.type)
+    found = wgmma.fit(m, n, shape_of(op.operands[0].type)[1], num_warps)
+    if isinstance(found, str):
+        return found
+    width, warps = found
+    op.attrs["engine"] = f"wgmma.m64n{width}k16"
+    return DotPlan(Mma(3, warps, (16, width)), 2)
+
+
+def plan_dot(fn: Function, op: Op, num_warps: int, has_wgmma: bool = False) -> DotPlan | None:
+    """The MMA plan of `op` (recorded as its `engine` attribute), or None for the FMA path. With
+    `has_wgmma` (the target is sm_90a) a dot that wgmma takes goes there; one it does not take
+    says why in its engine."""
     kind = instruction(op)
     if isinstance(kind, str):
         op.attrs["engine"] = f"fma: {kind}"
         return None
+    not_wgmma = ""
+    if has_wgmma:
+        plan = _wgmma(fn, op, num_warps)
+        if not isinstance(plan, str):
+            return plan
+        not_wgmma = f" (not wgmma: {plan})"
     m, n = shape_of(op.result.type)
-    warps = (num_warps, 1) if _feeds_a_dot(fn, op) else warps_per_tile_v2(m, n, num_warps)
-    op.attrs["engine"] = f"mma.sync.{kind[0]}"
+    warps = (num_warps, 1) if _chained(fn, op) else warps_per_tile_v2(m, n, num_warps)
+    op.attrs["engine"] = f"mma.sync.{kind[0]}{not_wgmma}"
     return DotPlan(Mma(2, warps), kind[1])

@@ -79,8 +79,8 @@ def _linear(enc: Encoding, shape: tuple[int, ...]) -> LinearLayout:
 
 
 class _Assigner:
-    def __init__(self, fn: Function, axis: AxisAnalysis, num_warps: int) -> None:
-        self.fn, self.axis, self.num_warps = fn, axis, num_warps
+    def __init__(self, fn: Function, axis: AxisAnalysis, num_warps: int, has_wgmma: bool = False) -> None:
+        self.fn, self.axis, self.num_warps, self.has_wgmma = fn, axis, num_warps, has_wgmma
         self.vclass: dict[int, int] = {}
         self.parent: list[int] = []
         self.rank: list[int] = []
@@ -228,7 +228,7 @@ class _Assigner:
                 assert out is not None
                 self.derive(out, ("slice", op.attrs["axis"], src))
         elif name == "dot":
-            plan = plan_dot(self.fn, op, self.num_warps)
+            plan = plan_dot(self.fn, op, self.num_warps, self.has_wgmma)
             if plan is not None:
                 self.anchored_dot(op, plan)
                 return
@@ -394,12 +394,13 @@ def _numel(shape: tuple[int, ...]) -> int:
     return n
 
 
-def assign_layouts(module: Module, num_warps: int) -> GpuFunction:
-    """The GPU IR of `module`'s kernel for `num_warps` warps (the module is not modified)."""
+def assign_layouts(module: Module, num_warps: int, has_wgmma: bool = False) -> GpuFunction:
+    """The GPU IR of `module`'s kernel for `num_warps` warps (the module is not modified); with
+    `has_wgmma` (an sm_90a target) the dots that fit run on wgmma."""
     log2(num_warps)
     fn = clone_function(module.kernel)
     axis = AxisAnalysis(module, fn)
-    assigner = _Assigner(fn, axis, num_warps)
+    assigner = _Assigner(fn, axis, num_warps, has_wgmma)
     for arg in fn.args:
         if isinstance(arg.type, TileType):
             raise BackendError("kernel arguments must be scalars or pointers", fn.name)

@@ -16,6 +16,13 @@ iteration, on loop-carried copies of the values they carry.
 
 The number of stages is the loop's own (`tl.range(..., num_stages=n)`), else the kernel's
 `num_stages` option; 1 turns pipelining off.
+
+Operands of wgmma dots (`Mma(version=3)`) are stored in swizzle atoms (`SwizzledShared.atoms`), which
+the instruction reads in place through descriptors, in a ring aligned to 1024 bytes. A wgmma dot
+whose accumulator is only carried from one iteration to its own next is *asynchronous*: it waits
+for all but its latest group (`wgmma.wait_group 1`), so that its multiplications overlap the next
+iteration's; the ring then has one slot more than stages, as the slot a copy overwrites may be
+read by the group still in flight until the barrier of the iteration after.
 """
 
 from __future__ import annotations
@@ -27,8 +34,9 @@ from ...ir.ops import OPS
 from ...ir.types import ScalarType, TileType, elem_of
 from .access import access_dim, access_width
 from .assign import CONVERT, GpuFunction
-from .mma import MmaOperand
+from .mma import Mma, MmaOperand
 from .shared import SwizzledShared, operand_shared
+from .wgmma import SHARED_BYTES
 
 _COPY_BYTES = (4, 8, 16)  # what one cp.async moves
 # Pure ops that still must not run ahead: a load may read what an earlier iteration stores, and a
@@ -59,9 +67,20 @@ class LoopPipeline:
     ahead: tuple[Op, ...]  # the body ops evaluated `stages - 1` iterations ahead, in program order
     carried: tuple[int, ...]  # body arguments (1-based: 0 is the induction variable) they read
     current: frozenset[int]  # ids of ahead ops that the iteration also needs for itself
+    wgmma: bool = False  # some load feeds a wgmma dot (atoms, the ring aligned to 1024 bytes)
+    async_dots: frozenset[int] = frozenset()  # ids of the wgmma dots that leave one group in flight
+
+    @property
+    def slots(self) -> int:
+        """Ring slots: one per stage, and one more while an asynchronous dot may still read one."""
+        return self.stages + (1 if self.async_dots else 0)
+
+    @property
+    def align(self) -> int:
+        return 1024 if self.wgmma else 16
 
     def ring_bytes(self) -> int:
-        return self.stages * sum(a.slot_bytes for a in self.loads)
+        return self.slots * sum(a.slot_bytes for a in self.loads)
 
     def is_async(self, op: Op) -> bool:
         return any(a.load is op for a in self.loads)
@@ -98,6 +117,8 @@ def _async_load(gpu: GpuFunction, op: Op, users: dict[int, list[Op]]) -> AsyncLo
     if len(op.operands) > 2 and not _is_zero(op.operands[2]):
         return "its `other` is not zero (cp.async fills masked elements with zeros)"
     shared = operand_shared(gpu.layout(op.result), enc.op_idx, elem.itemsize)
+    if enc.parent.version == 3:
+        shared = shared.atoms()
     vec = access_width(gpu, ptr, mask)
     if vec * elem.itemsize not in _COPY_BYTES or (vec > 1 and access_dim(gpu, ptr) != shared.order[0]):
         return f"its accesses are {vec * elem.itemsize} bytes (cp.async copies 4, 8 or 16 contiguous bytes)"
@@ -187,7 +208,34 @@ def plan_loop(gpu: GpuFunction, loop: Op, num_stages: int, users: dict[int, list
     skip = {id(a.load) for a in loads}
     current = _current(body, loop, ahead, carried, skip, users)
     order = tuple(op for op in body.ops if id(op) in ahead)
-    return LoopPipeline(stages, tuple(loads), order, tuple(sorted(carried)), frozenset(current))
+    wgmma = any(a.shared.block for a in loads)
+    # Asynchronous dots need a slot more; without room for it they wait for their own group.
+    spare = (stages + 1) * sum(a.slot_bytes for a in loads) <= SHARED_BYTES
+    asynchronous = _async_dots(gpu, body, users) if wgmma and spare else frozenset()
+    return LoopPipeline(stages, tuple(loads), order, tuple(sorted(carried)), frozenset(current), wgmma, asynchronous)
+
+
+def _only_user(users: dict[int, list[Op]], v: Value, op: Op) -> bool:
+    found = users.get(id(v), [])
+    return len(found) == 1 and found[0] is op
+
+
+def _async_dots(gpu: GpuFunction, body: Block, users: dict[int, list[Op]]) -> frozenset[int]:
+    """The wgmma dots of the body whose accumulator is a carried value that only they read and whose
+    result only goes to the next iteration (`acc = tl.dot(a, b, acc)`)."""
+    yields = body.terminator
+    assert yields is not None
+    found: set[int] = set()
+    for op in body.ops:
+        enc = gpu.encoding(op.result) if op.name == "dot" else None
+        if not isinstance(enc, Mma) or enc.version != 3:
+            continue
+        acc = op.operands[2]
+        if acc.owner is not body or acc.index == 0 or not _only_user(users, acc, op):
+            continue
+        if _only_user(users, op.result, yields) and yields.operands[acc.index - 1] is op.result:
+            found.add(id(op))
+    return frozenset(found)
 
 
 def plan_pipelines(gpu: GpuFunction, num_stages: int) -> None:
@@ -204,6 +252,7 @@ def plan_pipelines(gpu: GpuFunction, num_stages: int) -> None:
         gpu.pipelines[id(op)] = plan
         op.attrs["pipeline"] = (
             f"{plan.stages} stages, {len(plan.loads)} loads by cp.async, ring of {plan.ring_bytes()} bytes"
+            + (f" in {plan.slots} slots, wgmma waits with 1 group in flight" if plan.async_dots else "")
         )
         for a in plan.loads:
             a.load.attrs["async_copy"] = f"{a.copy_bytes}-byte copies into {a.shared}"

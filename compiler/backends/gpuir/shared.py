@@ -7,11 +7,16 @@ elements (16 bytes). Rows are XOR-swizzled: vector `c` of row `r` is stored at v
 With 128-byte rows that is the 128-byte swizzle of the hardware (byte bits [4:6] ^= [7:9]);
 64- and 32-byte rows take the 64- and 32-byte modes. As a linear layout the one input is
 `offset` (the element's position in the buffer); its inverse gives the offset of an index.
+
+Rows wider than the swizzle (`vec * max_phase` elements) may be cut into *atoms* (`block`): column
+block `j` of every row is stored as a [rows x block] array of its own, after blocks `0 .. j-1`. That
+is what the hardware's swizzle modes address (a 128-byte-swizzled atom is 8 rows of 128 bytes,
+the swizzle a function of the address), so TMA boxes and wgmma descriptors read such buffers.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .linear import Basis, LinearLayout, log2
 
@@ -19,12 +24,13 @@ from .linear import Basis, LinearLayout, log2
 @dataclass(frozen=True)
 class SwizzledShared:
     """`vec` elements a vector, `per_phase` rows share a phase, `max_phase` phases;
-    `order[0]` is the contiguous dimension."""
+    `order[0]` is the contiguous dimension; `block`, when set, the elements of a row an atom holds."""
 
     vec: int
     per_phase: int
     max_phase: int
     order: tuple[int, int]
+    block: int = 0
 
     rank = 2
 
@@ -39,23 +45,30 @@ class SwizzledShared:
             out[rows], out[contig] = r, c
             return tuple(out)
 
-        bases = [at(0, 1 << i) for i in range(log2(cols))]
+        width = min(self.block or cols, cols)
+        bases = [at(0, 1 << i) for i in range(log2(width))]
         phase_lo = log2(self.per_phase)
         for j in range(log2(shape[rows])):
             swz = 0
             if phase_lo <= j < phase_lo + log2(self.max_phase):
                 swz = self.vec << (j - phase_lo)
             bases.append(at(1 << j, swz))
+        bases += [at(0, width << i) for i in range(log2(cols // width))]  # atom after atom
         return LinearLayout(tuple(shape), (("offset", tuple(bases)),))
+
+    def atoms(self) -> SwizzledShared:
+        """This layout with rows cut into atoms of the swizzle's width (`block`)."""
+        return replace(self, block=self.vec * self.max_phase)
 
     @property
     def swizzle_bytes_per_row(self) -> int:
         return self.vec * self.max_phase
 
     def __str__(self) -> str:
+        block = f", block={self.block}" if self.block else ""
         return (
             f"swizzled_shared<vec={self.vec}, perPhase={self.per_phase}, maxPhase={self.max_phase}, "
-            f"order={list(self.order)}>"
+            f"order={list(self.order)}{block}>"
         )
 
 

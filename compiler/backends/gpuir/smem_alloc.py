@@ -70,12 +70,12 @@ def _overlaps(lo: int, hi: int, ranges: set[Range] | list[Range]) -> bool:
     return any(lo < b and a < hi for a, b in ranges)
 
 
-def _lowest_fit(size: int, avoid: list[Range]) -> int:
+def _lowest_fit(size: int, avoid: list[Range], align: int = ALIGN) -> int:
     offset = 0
     for lo, hi in sorted(avoid):
         if offset + size <= lo:
             break
-        offset = max(offset, -(-hi // ALIGN) * ALIGN)
+        offset = max(offset, -(-hi // align) * align)
     return offset
 
 
@@ -89,12 +89,14 @@ class SharedAllocator:
         self.barriers = 0
         self.placements: list[tuple[int, int, bool]] = []  # (offset, size, barrier) in program order
 
-    def alloc(self, size: int) -> Placement:
-        """Place a buffer of `size` bytes; `barrier` says the caller must emit one before using it."""
+    def alloc(self, size: int, align: int = ALIGN) -> Placement:
+        """Place a buffer of `size` bytes at a multiple of `align` (a power of two from 16; 1024 for
+        the 128-byte swizzle atoms that wgmma reads); `barrier` says the caller must emit one before
+        using it."""
         size = max(int(size), 1)
         live = [(o, o + n) for o, n in self.live.items()]
-        offset = _lowest_fit(size, live + sorted(self.state.pending))
-        reuse = _lowest_fit(size, live)
+        offset = _lowest_fit(size, live + sorted(self.state.pending), align)
+        reuse = _lowest_fit(size, live, align)
         barrier = reuse != offset and offset + size > max(self.total, SPARE_BYTES, size)
         if barrier:
             self.fence()

@@ -73,7 +73,7 @@ def compile_module(
     name = module.kernel.name
     asm = Stages()
     asm["ir"], ir_locs = print_module_with_locs(module)
-    gpu = assign_layouts(module, num_warps)
+    gpu = assign_layouts(module, num_warps, tgt.has("wgmma"))
     plan_pipelines(gpu, num_stages)
     asm["gpuir"], gpuir_locs = print_gpuir_with_locs(gpu)
     llmodule, shared, launch = lower(gpu, tgt, line_info)

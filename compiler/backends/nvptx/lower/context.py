@@ -212,13 +212,13 @@ class Lowering:
         return self.shared.total
 
     @contextmanager
-    def scratch(self, nbytes: int) -> Iterator[int]:
+    def scratch(self, nbytes: int, align: int = 16) -> Iterator[int]:
         """A shared-memory buffer of `nbytes` for the ops lowered inside the `with`: its byte offset.
 
         The allocator (`gpuir.smem_alloc`) places it clear of live buffers and, when it can, of bytes
         other threads may still be reading; when it cannot, a barrier is emitted here first. Writers
         call `barrier()` before the buffer is read; on leaving, its bytes become pending."""
-        placed = self.shared.alloc(nbytes)
+        placed = self.shared.alloc(nbytes, align)
         if placed.barrier:
             self._emit_barrier()
         try:

@@ -2,7 +2,8 @@
 
 Operands arrive in dot-operand layouts of the result's layout (layout assignment converts
 them), so a thread holds whole rows of A and whole columns of B for its own results.
-Dots that layout assignment put on tensor cores (an `Mma` result encoding) go to `mma.py`.
+Dots that layout assignment put on tensor cores (an `Mma` result encoding) go to `mma.py`
+(mma.sync) or `wgmma.py` (version 3).
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ from .context import Lowering
 from .elementwise import _suffix, cast_value
 from .mma import mma_dot
 from .registry import Regs, lowering
+from .wgmma import wgmma_dot
 
 
 @lowering("dot")
 def dot(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
-    if isinstance(ctx.gpu.encoding(op.result), Mma):
-        return mma_dot(ctx, op, args)
+    enc = ctx.gpu.encoding(op.result)
+    if isinstance(enc, Mma):
+        return wgmma_dot(ctx, op, args) if enc.version == 3 else mma_dot(ctx, op, args)
     a_ll, b_ll, c_ll = (ctx.layout(v) for v in op.operands)
     a_elem, acc_elem = elem_of(op.operands[0].type), elem_of(op.operands[2].type)
     assert isinstance(a_elem, ScalarType) and isinstance(acc_elem, ScalarType)

@@ -32,14 +32,18 @@ def fits(enc: object, elem: ElemType) -> bool:
 
 
 def swizzled_offset(ctx: Lowering, enc: SwizzledShared, shape: tuple[int, ...], row: ir.Value, col: ir.Value) -> ir.Value:
-    """Element offset of (row, col) in the buffer: `row` walks `order[1]`, `col` `order[0]`."""
+    """Element offset of (row, col) in the buffer: `row` walks `order[1]`, `col` `order[0]` (in the
+    atom of `col` when the layout has atoms)."""
     b = ctx.b
     cols = shape[enc.order[0]]
+    width = min(enc.block or cols, cols)
     vec_bits = enc.vec.bit_length() - 1
     phase = b.and_(b.lshr(row, const(i32, enc.per_phase.bit_length() - 1)), const(i32, enc.max_phase - 1))
+    atom, col = (b.and_(col, const(i32, cols - width)), b.and_(col, const(i32, width - 1))) if width < cols else (None, col)
     chunk = b.xor(b.lshr(col, const(i32, vec_bits)), phase)
     inner = b.or_(b.shl(chunk, const(i32, vec_bits)), b.and_(col, const(i32, enc.vec - 1)))
-    return b.add(b.mul(row, const(i32, cols)), inner)
+    offset = b.add(b.mul(row, const(i32, width)), inner)
+    return offset if atom is None else b.add(b.mul(atom, const(i32, shape[enc.order[1]])), offset)
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from .ldmatrix import SharedOperand, swizzled_offset
 from .phis import close_phis, for_header, less
 from .registry import Regs
 from .types import const, i8, i32, llvm_type, void
+from .wgmma import align_smem, settle
 
 
 def _copy(ctx: Lowering, a: AsyncLoad, slot_base: ir.Value, live: ir.Value) -> None:
@@ -60,7 +61,7 @@ class _Pipeline:
         self.bases: list[int] = []
         for a in plan.loads:
             self.bases.append(ring)
-            ring += plan.stages * a.slot_bytes
+            ring += plan.slots * a.slot_bytes
 
     def slot_base(self, i: int, slot: ir.Value) -> ir.Value:
         b = self.ctx.b
@@ -119,7 +120,9 @@ def pipelined_for(ctx: Lowering, op: Op, args: list[Regs], plan: LoopPipeline) -
     b = ctx.b
     stages = plan.stages
     lo, hi, step = args[0][0], args[1][0], args[2][0]
-    with ctx.scratch(plan.ring_bytes()) as ring:
+    with ctx.scratch(plan.ring_bytes(), plan.align) as ring:
+        if plan.wgmma:
+            align_smem(ctx)
         pipe = _Pipeline(ctx, op, plan, ring)
         ahead = {j: list(args[2 + j]) for j in plan.carried}
         for s in range(stages - 1):
@@ -130,9 +133,16 @@ def pipelined_for(ctx: Lowering, op: Op, args: list[Regs], plan: LoopPipeline) -
         carried, ahead_phis = rows[: len(args) - 3], rows[len(args) - 3 :]
         ctx.shared.loop_begin()
         ctx.call("llvm.nvvm.cp.async.wait.group", void, [const(i32, stages - 2)])
+        if plan.wgmma:  # wgmma reads through the async proxy what cp.async wrote
+            ctx.call("llvm.nvvm.fence.proxy.async.shared_cta", void, [])
         ctx.barrier()
-        last = const(i32, stages - 1)
-        write = b.select(b.icmp_unsigned("==", slot, const(i32, 0)), last, b.sub(slot, const(i32, 1)))
+        last = const(i32, plan.slots - 1)
+        if plan.slots == stages:
+            write = b.select(b.icmp_unsigned("==", slot, const(i32, 0)), last, b.sub(slot, const(i32, 1)))
+        else:  # iteration i + stages - 1 goes to slot (i + stages - 1) % slots
+            forward = b.add(slot, const(i32, stages - 1))
+            wraps = b.icmp_unsigned(">=", forward, const(i32, plan.slots))
+            write = b.select(wraps, b.sub(forward, const(i32, plan.slots)), forward)
         yields = pipe.iteration(iv, [list(r) for r in carried], slot)
         iv_ahead = b.add(iv, b.mul(step, const(lo.type, stages - 1)))
         next_ahead = pipe.issue(iv_ahead, hi, dict(zip(plan.carried, map(list, ahead_phis))), write)
@@ -144,5 +154,6 @@ def pipelined_for(ctx: Lowering, op: Op, args: list[Regs], plan: LoopPipeline) -
         b.branch(header)
         b.position_at_end(exit_)
         ctx.call("llvm.nvvm.cp.async.wait.group", void, [const(i32, 0)])
-    return [list(row) for row in carried]
+        results = [list(row) for row in carried]
+    return settle(ctx, op, plan, results) if plan.async_dots else results
 

@@ -1,0 +1,178 @@
+"""`dot` on wgmma (sm_90a): one `wgmma.mma_async.m64nNk16` per warpgroup tile of the result and K
+step of 16, both operands read from shared memory through descriptors (`gpuir/wgmma.py`).
+
+    wgmma.fence                        the accumulator's registers are ready
+    per K step, per 64xN tile:         wgmma.mma_async {acc}, descA, descB, 1, 1, 1, tA, tB
+    wgmma.commit_group
+    wgmma.wait_group 0                 or 1 for an asynchronous dot of a pipelined loop, whose
+                                       loop ends with wait_group 0 (`settle`)
+
+An operand that a pipelined loop copied into its ring is read in place (the slot's layout has
+swizzle atoms); another is first stored into an atom-laid scratch buffer, from the registers of the
+tile that was converted to the operand (the conversion itself emits nothing). The
+instruction is inline assembly (LLVM has no intrinsic for it); the waits are too, with the
+accumulator's registers tied through them, so that nothing reads a register before the group
+writing it has completed.
+"""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+
+import llvmlite.ir as ir
+
+from ....ir.core import Op
+from ....ir.types import ScalarType, elem_of
+from ...gpuir.mma import Mma
+from ...gpuir.pipeline import LoopPipeline
+from ...gpuir import CONVERT
+from ...gpuir.shared import operand_shared
+from ...gpuir.wgmma import INSTR_K, descriptor, operand_strides, swizzle_bytes
+from .context import Lowering
+from .ldmatrix import SharedOperand, swizzled_offset
+from .registry import Regs
+from .smem import numel, store_elems, vector_groups
+from .types import const, f32, i8, i32, i64, llvm_type, void
+
+_TIE_CHUNK = 128  # accumulator registers tied through one wait
+
+
+def align_smem(ctx: Lowering) -> None:
+    """Align the dynamic shared memory to 1024 bytes: the swizzle atoms' pattern is a function of
+    the address, so their buffers must lie at multiples of 1024 from an aligned base."""
+    ctx.smem_base()
+    smem = ctx.module.globals["global_smem"]
+    assert isinstance(smem, ir.GlobalVariable)
+    smem.align = 1024
+
+
+def wait(ctx: Lowering, pending: int, regs: Regs) -> Regs:
+    """`wgmma.wait_group pending`, with `regs` (accumulators) passed through it."""
+    out: list[ir.Value] = []
+    for start in range(0, max(len(regs), 1), _TIE_CHUNK):
+        chunk = list(regs[start : start + _TIE_CHUNK])
+        text = f"wgmma.wait_group.sync.aligned {pending};" if start == 0 else ""
+        if not chunk:
+            ctx.asm(ir.VoidType(), text, "", [], side_effect=True)
+            break
+        n = len(chunk)
+        constraints = ",".join(["=f"] * n + [str(i) for i in range(n)])
+        res = ctx.asm(ir.LiteralStructType([f32] * n), text, constraints, chunk, side_effect=True)
+        out += [ctx.b.extract_value(res, i) for i in range(n)]
+    return out
+
+
+def _stage(ctx: Lowering, stack: ExitStack, op: Op, i: int) -> SharedOperand:
+    """Operand `i` stored into a scratch buffer laid out in swizzle atoms, from the registers of the
+    value that its conversion converts (which wgmma spares: `shapes.convert_layout`), contiguous
+    along the dimension they walk in vectors."""
+    b = ctx.b
+    value = op.operands[i]
+    if isinstance(value.owner, Op) and value.owner.name == CONVERT:
+        value = value.owner.operands[0]
+    elem, ll, regs = elem_of(value.type), ctx.layout(value), ctx.get(value)
+    shape = (ll.shape[0], ll.shape[1])
+    swz = operand_shared(ll, i, 2).atoms()
+    contig, rows = swz.order
+    buffer = stack.enter_context(ctx.scratch(numel(shape) * 2, 1024))
+    for group in vector_groups(ll, elem, dim=contig):
+        idx = ctx.index(ll, group[0])
+        store_elems(ctx, elem, swizzled_offset(ctx, swz, shape, idx[rows], idx[contig]), [regs[r] for r in group], buffer)
+    base = b.gep(ctx.smem_base(), [const(i32, buffer)], source_etype=i8) if buffer else ctx.smem_base()
+    return SharedOperand(elem, ctx.layout(op.operands[i]), swz, base, i)
+
+
+def _descriptor(ctx: Lowering, operand: SharedOperand, index: tuple[ir.Value, ir.Value]) -> ir.Value:
+    """The descriptor of the operand's instruction tile whose first element is at `index`."""
+    b = ctx.b
+    shape = (operand.layout.shape[0], operand.layout.shape[1])
+    lead, stride, _ = operand_strides(operand.shared, shape, operand.op_idx, 2)
+    fixed = descriptor(0, lead, stride, swizzle_bytes(operand.shared, 2))
+    contig, rows = operand.shared.order
+    offset = swizzled_offset(ctx, operand.shared, shape, index[rows], index[contig])
+    ptr = b.gep(operand.base, [offset], source_etype=llvm_type(operand.elem))
+    start = b.and_(b.lshr(b.ptrtoint(ptr, i32), const(i32, 4)), const(i32, 0x3FFF))
+    return b.or_(b.zext(start, i64), const(i64, fixed))
+
+
+def _warpgroup_origin(ctx: Lowering, acc: Mma, warp_bases: tuple[tuple[int, ...], ...]) -> list[ir.Value]:
+    """This warpgroup's first row and column of the result: warp bits 2 and up (bits 0 and 1 pick
+    the warp inside the warpgroup, which the instruction places itself)."""
+
+    def make(p: ir.IRBuilder) -> list[ir.Value]:
+        origin: list[ir.Value] = [const(i32, 0), const(i32, 0)]
+        for bit, basis in enumerate(warp_bases[2:], start=2):
+            on = p.and_(p.lshr(ctx.warp, const(i32, bit)), const(i32, 1))
+            for d in (0, 1):
+                if basis[d]:
+                    origin[d] = p.add(origin[d], p.mul(on, const(i32, basis[d])))
+        return origin
+
+    return ctx.at_entry(("wgmma", acc, warp_bases), make)
+
+
+def _instruction(ctx: Lowering, kind: str, n: int, da: ir.Value, db: ir.Value, acc: list[ir.Value], tnsp: tuple[int, int]) -> list[ir.Value]:
+    count = n // 2
+    regs = ", ".join(f"${j}" for j in range(count))
+    text = (
+        f"{{\n.reg .pred p;\nsetp.ne.b32 p, ${count + 2}, 0;\n"
+        f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{kind}.{kind} {{{regs}}}, ${count}, ${count + 1}, p, 1, 1, "
+        f"{tnsp[0]}, {tnsp[1]};\n}}"
+    )
+    constraints = ",".join(["=f"] * count + ["l", "l", "r"] + [str(j) for j in range(count)])
+    res = ctx.asm(ir.LiteralStructType([f32] * count), text, constraints, [da, db, const(i32, 1), *acc], side_effect=True)
+    return [ctx.b.extract_value(res, j) for j in range(count)]
+
+
+def is_async(ctx: Lowering, op: Op) -> bool:
+    return any(id(op) in plan.async_dots for plan in ctx.gpu.pipelines.values())
+
+
+def wgmma_dot(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
+    acc = ctx.gpu.encoding(op.result)
+    assert isinstance(acc, Mma) and acc.version == 3
+    a_elem = elem_of(op.operands[0].type)
+    assert isinstance(a_elem, ScalarType)
+    kind = "bf16" if a_elem.is_bf16() else "f16"
+    c_ll = ctx.layout(op.operands[2])
+    n = acc.instr_shape[1]
+    per_instr = n // 2
+    if c_ll.warp[:2] != ((16, 0), (32, 0)):
+        raise ValueError(f"wgmma needs whole warpgroups along M, the accumulator has warps {list(c_ll.warp)}")
+    wg_m, wg_n = _warpgroup_origin(ctx, acc, c_ll.warp)
+    align_smem(ctx)
+    b = ctx.b
+    out = list(args[2])
+    with ExitStack() as stack:
+        operands = [ctx.shared_operands.get(id(op.operands[i])) for i in (0, 1)]
+        staged = [s is None for s in operands]
+        a, bv = (s if s is not None else _stage(ctx, stack, op, i) for i, s in enumerate(operands))
+        if any(staged):
+            ctx.call("llvm.nvvm.fence.proxy.async.shared_cta", void, [])
+            ctx.barrier()
+        tnsp = tuple(int(operand_strides(s.shared, (s.layout.shape[0], s.layout.shape[1]), s.op_idx, 2)[2]) for s in (a, bv))
+        ctx.call("llvm.nvvm.wgmma.fence.sync.aligned", void, [])
+        for k0 in range(0, a.layout.shape[1], INSTR_K):
+            k = const(i32, k0)
+            for r0 in range(0, c_ll.num_regs, per_instr):
+                m_s, n_s = c_ll.reg_index(r0)
+                m0 = b.add(wg_m, const(i32, m_s)) if m_s else wg_m
+                n0 = b.add(wg_n, const(i32, n_s)) if n_s else wg_n
+                da, db = _descriptor(ctx, a, (m0, k)), _descriptor(ctx, bv, (k, n0))
+                out[r0 : r0 + per_instr] = _instruction(ctx, kind, n, da, db, out[r0 : r0 + per_instr], (tnsp[0], tnsp[1]))
+        ctx.call("llvm.nvvm.wgmma.commit_group.sync.aligned", void, [])
+        out = wait(ctx, 1 if is_async(ctx, op) and not any(staged) else 0, out)
+    return [out]
+
+
+def settle(ctx: Lowering, loop: Op, plan: LoopPipeline, results: list[Regs]) -> list[Regs]:
+    """After a pipelined loop with asynchronous dots: wait for every group, the accumulators that
+    the loop carries out passed through the wait."""
+    yields = loop.regions[0].terminator
+    assert yields is not None
+    rows = [j for j, v in enumerate(yields.operands) if isinstance(v.owner, Op) and id(v.owner) in plan.async_dots]
+    settled = wait(ctx, 0, [r for j in rows for r in results[j]])
+    out = list(results)
+    for j in rows:
+        out[j], settled = settled[: len(results[j])], settled[len(results[j]) :]
+    return out

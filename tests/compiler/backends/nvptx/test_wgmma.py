@@ -1,0 +1,113 @@
+"""wgmma on CPU: the tutorial matmul (benchmarks/kernels.py) for sm_90a multiplies on
+`wgmma.mma_async` from 128-byte-swizzled shared memory, asynchronously in its pipelined loop, and
+links to a cubin with nvJitLink; plain sm_90 and the dots wgmma does not take stay on mma.sync and
+the GPU IR says why; a wgmma plan lowered for plain sm_90 is a clear error, not an LLVM abort."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+pytest.importorskip("llvmlite")
+pytest.importorskip("cuda.bindings.nvjitlink")
+
+import despina  # noqa: E402
+import despina.language as tl  # noqa: E402
+from despina.compiler.backends.gpuir import assign_layouts  # noqa: E402
+from despina.compiler.backends.gpuir.pipeline import plan_pipelines  # noqa: E402
+from despina.compiler.backends.nvptx.lower import lower  # noqa: E402
+from despina.compiler.backends.nvptx.target import get_target  # noqa: E402
+from despina.compiler.ir.parser import parse_module  # noqa: E402
+
+from .test_registers import KERNELS  # noqa: E402
+
+SIG = "*{t}:16,*{t}:16,*{t}:16,i32:16,i32:16,i32:16,i32:16,i32:1,i32:16,i32:1,i32:16,i32:1"
+
+
+def _matmul(bn: int, target: str = "sm_90a", dtype: str = "fp16", stages: int = 3, bm: int = 128, warps: int = 8) -> Any:
+    consts = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": 64}
+    return despina.compile(KERNELS.matmul_kernel, SIG.format(t=dtype), consts, num_warps=warps, num_stages=stages,
+                           target=target)
+
+
+def _dot_line(kernel: Any) -> str:
+    (dot,) = [line for line in kernel.asm["gpuir"].splitlines() if " dot(" in line]
+    return dot
+
+
+@pytest.mark.parametrize("bn", [128, 256])
+def test_tutorial_matmul_runs_on_wgmma(bn: int) -> None:
+    k = _matmul(bn)
+    ptx = k.asm["ptx"]
+    # 8 warps = 2 warpgroups along M, each one m64n{bn}k16 per K step of 16: 4 in the loop body.
+    assert ptx.count(f"wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.f16.f16") == 4
+    assert re.search(r"\}, %rd\d+, %rd\d+, p, 1, 1, 0, 1;", ptx)  # A K-major, B N-major (transposed)
+    assert "mma.sync" not in ptx and "ldmatrix" not in ptx and "fma.rn.f32" not in ptx
+    body = ptx[ptx.index("cp.async.wait_group \t1;") : ptx.index("cp.async.wait_group \t0;")]
+    assert "fence.proxy.async.shared::cta;" in body  # cp.async's writes before wgmma's reads
+    assert body.index("wgmma.fence.sync.aligned") < body.index("wgmma.commit_group.sync.aligned")
+    assert "wgmma.wait_group.sync.aligned 1;" in body  # the previous group overlaps
+    assert "wgmma.wait_group.sync.aligned 0;" in ptx[ptx.index("cp.async.wait_group \t0;") :]
+    assert ".extern .shared .align 1024 .b8 global_smem[];" in ptx
+    assert k.metadata["spill_stores"] == 0 and ".local" not in ptx
+    assert k.cubin[:4] == b"\x7fELF"  # linked by nvJitLink
+    # 4 slots (3 stages and the one the group in flight reads) of A's and B's tiles
+    assert k.metadata["shared"] == 4 * (128 * 64 + 64 * bn) * 2
+
+
+def test_gpu_ir_shows_the_wgmma_plan() -> None:
+    k = _matmul(256)
+    gpuir = k.asm["gpuir"]
+    aliases = dict(re.findall(r"^(#L\d+) = (.*)$", gpuir, re.M))
+    dot = _dot_line(k)
+    assert 'engine = "wgmma.m64n256k16"' in dot
+    assert aliases[dot.rsplit(" ", 1)[1]] == "mma<v3, warps=[8, 1], instr=[16, 256]>"
+    assert "in 4 slots, wgmma waits with 1 group in flight" in gpuir
+    assert "swizzled_shared<vec=8, perPhase=1, maxPhase=8, order=[1, 0], block=64>" in gpuir  # B in atoms
+
+
+def test_bf16_and_one_warpgroup() -> None:
+    k = _matmul(128, dtype="bf16", warps=4)
+    ptx = k.asm["ptx"]
+    # 4 warps = 1 warpgroup over 128 rows: two instructions (M 0 and 64) per K step.
+    assert ptx.count("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16") == 8
+    assert 'mma<v3, warps=[4, 1], instr=[16, 128]>' in k.asm["gpuir"]
+
+
+def test_unpipelined_operands_are_stored_into_atoms_first() -> None:
+    k = _matmul(128, stages=1)
+    ptx = k.asm["ptx"]
+    assert ptx.count("wgmma.mma_async") == 4 and "cp.async" not in ptx
+    assert "wgmma.wait_group.sync.aligned 1;" not in ptx and "wgmma.wait_group.sync.aligned 0;" in ptx
+    assert "fence.proxy.async.shared::cta;" in ptx  # the stores, then the async proxy's reads
+
+
+def test_plain_sm_90_and_small_tiles_stay_on_mma_sync() -> None:
+    assert _dot_line(_matmul(128, target="sm_90")).count('engine = "mma.sync.m16n8k16"') == 1
+    small = _matmul(64, bm=32, warps=4)
+    assert 'engine = "mma.sync.m16n8k16 (not wgmma: BLOCK_M=32 is not a multiple of 64' in _dot_line(small)
+    assert "wgmma" not in small.asm["ptx"]
+
+
+@despina.jit
+def fp16_acc_kernel(a_ptr, b_ptr, c_ptr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    rm, rn, rk = tl.arange(0, BM), tl.arange(0, BN), tl.arange(0, BK)
+    a = tl.load(a_ptr + rm[:, None] * BK + rk[None, :])
+    b = tl.load(b_ptr + rk[:, None] * BN + rn[None, :])
+    c = tl.dot(a, b, out_dtype=tl.float16)
+    tl.store(c_ptr + rm[:, None] * BN + rn[None, :], c)
+
+
+def test_fp16_accumulators_stay_on_mma_sync_and_say_why() -> None:
+    k = despina.compile(fp16_acc_kernel, "*fp16:16,*fp16:16,*fp16:16", {"BM": 64, "BN": 64, "BK": 64}, target="sm_90a")
+    assert "(not wgmma: wgmma takes fp16 and bf16 into fp32 here, not fp16 into fp16)" in _dot_line(k)
+
+
+def test_a_wgmma_plan_lowered_for_plain_sm_90_is_a_clear_error() -> None:
+    module = parse_module(_matmul(128).asm["ir"])
+    gpu = assign_layouts(module, 8, True)  # planned as for sm_90a
+    plan_pipelines(gpu, 3)
+    with pytest.raises(Exception, match=r"op 'dot': wgmma \(llvm\.nvvm\.wgmma\.\S+\) needs sm_90a .* compiled for sm_90:"):
+        lower(gpu, get_target("sm_90"))
