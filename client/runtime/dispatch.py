@@ -108,11 +108,29 @@ class Dispatcher:
         self.slow_calls = 0
         self.local = _PerThread(self)
         self.namespace: dict[str, Any] = {}  # the generated code's globals
-        self.scan, self.meta, self.bind = make_launch(self)
+        # The generated code is made (`make`) by the first `kernel[grid]`, or by a second `launch`: a kernel
+        # launched once through `launch` (a tuning's winner in a short process) never needs it.
+        self.scan: Callable[..., Any] | None = None
+        self.meta: Callable[..., Any] | None = None
+        self.bind: Callable[[Any], Callable[..., Any]] = self._first_bind
 
     def launch(self, args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any) -> None:
         """Launch the kernel for this call (what `kernel[grid](*args, **kwargs)` does)."""
+        if self.scan is None and not self.slow_calls:
+            return self.slow(args, kwargs, grid)
         return self.bind(grid)(*args, **kwargs)
+
+    def make(self) -> None:
+        """Generate the fast path's code (`make_launch`) and launch through it from now on, here and in the
+        kernel's `kernel[grid]`."""
+        if self.scan is None:
+            self.scan, self.meta, self.bind = make_launch(self)
+            if self.fn._bind == self._first_bind:
+                self.fn._bind = self.bind
+
+    def _first_bind(self, grid: Any) -> Callable[..., Any]:
+        self.make()
+        return self.bind(grid)
 
     def learn(self, values: Any) -> None:
         """Inline the first torch tensor class among `values` (a call's arguments) in the generated
@@ -206,6 +224,8 @@ class Dispatcher:
         """The Entry of this call, stored under its key unless the call has none (an unhashable constant)."""
         fn = self.fn
         globals_ = fn._current_globals() if fn.used_globals else None
+        if self.scan is None:  # no fast path made yet (the first `launch`): nothing to file the call for
+            return Entry(launcher, None, torch_device, globals_)
         self.learn((*args, *kwargs.values()))
         try:
             key, values, _ = self.scan(*args, **kwargs)
