@@ -15,6 +15,7 @@ import numpy as np
 
 from ..errors import KernelRuntimeError
 from ..ir.core import Block, Module, Op, Value
+from ..ir.registry import OpRegistry
 from ..ir.types import PointerType, ScalarType
 from .memory_space import Memory
 from .scratch import Scratch
@@ -112,7 +113,8 @@ class State:
 
 
 RuleFn = Callable[[State, Op], list[Val]]
-RULES: dict[str, RuleFn] = {}
+RULES: OpRegistry[RuleFn] = OpRegistry("interpreter")
+RULES.builtin("terminators: `run_block` passes their operands on", *TERMINATORS)
 # The ops whose rules read memory (through them a program sees what others wrote), and write it.
 READS_MEMORY: set[str] = set()
 WRITES_MEMORY: set[str] = set()
@@ -121,14 +123,14 @@ WRITES_MEMORY: set[str] = set()
 def rule(*names: str, reads_memory: bool = False, writes_memory: bool = False) -> Callable[[RuleFn], RuleFn]:
     """Register `fn` as the interpreter rule of the ops `names`, which may read and write memory."""
 
+    add = RULES.register(*names)
+
     def register(fn: RuleFn) -> RuleFn:
-        for name in names:
-            RULES[name] = fn
-            if reads_memory:
-                READS_MEMORY.add(name)
-            if writes_memory:
-                WRITES_MEMORY.add(name)
-        return fn
+        if reads_memory:
+            READS_MEMORY.update(names)
+        if writes_memory:
+            WRITES_MEMORY.update(names)
+        return add(fn)
 
     return register
 
@@ -140,8 +142,9 @@ def run_block(st: State, block: Block, args: Sequence[Val]) -> list[Val]:
         env[a] = x
     ops = block.ops
     term = ops[-1] if ops and ops[-1].name in TERMINATORS else None
+    rules = RULES.rules
     for op in ops[:-1] if term is not None else ops:
-        out = RULES[op.name](st, op)
+        out = rules[op.name](st, op)
         results = op.results
         if len(results) == 1:
             env[results[0]] = out[0]

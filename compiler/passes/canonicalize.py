@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..ir.core import Module, Op, Value
+from ..ir.registry import OpRegistry
 from ..ir.types import TileType
 from .rewrite import Subst, replace_results, rewrite_module
 
@@ -28,7 +29,7 @@ def canonicalize(module: Module) -> Module:
 
 
 def _visit(op: Op, subst: Subst) -> list[Op] | None:
-    pattern = _PATTERNS.get(op.name)
+    pattern = PATTERNS.get(op.name)
     return pattern(op, subst) if pattern is not None else None
 
 
@@ -117,14 +118,12 @@ def _first(*patterns: Pattern) -> Pattern:
     return apply
 
 
-_PATTERNS: dict[str, Pattern] = {
-    "broadcast": _first(_same_type, _splat_of),
-    "expand_dims": _splat_of,
-    "reshape": _first(_same_type, _splat_of, _reshape_reshape),
-    "trans": _first(_identity_perm, _splat_of, _trans_trans),
-    "cast": _same_type,
-    "bitcast": _same_type,
-    "select": _select,
-    "not": _involution,
-    "neg": _involution,
-}
+# Canonicalization is optional: an op without a pattern is kept as it is.
+PATTERNS: OpRegistry[Pattern] = OpRegistry("canonicalize", complete=False)
+PATTERNS.register("broadcast")(_first(_same_type, _splat_of))
+PATTERNS.register("expand_dims")(_splat_of)
+PATTERNS.register("reshape")(_first(_same_type, _splat_of, _reshape_reshape))
+PATTERNS.register("trans")(_first(_identity_perm, _splat_of, _trans_trans))
+PATTERNS.register("cast", "bitcast")(_same_type)
+PATTERNS.register("select")(_select)
+PATTERNS.register("not", "neg")(_involution)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..ir.core import Module, Op, Value
+from ..ir.registry import OpRegistry
 from ..ir.types import ScalarType, elem_of
 from . import numerics as nm
 from .numerics import Num
@@ -27,7 +28,7 @@ def fold(module: Module) -> Module:
 
 
 def _visit(op: Op, subst: Subst) -> list[Op] | None:
-    rule = _RULES.get(op.name)
+    rule = RULES.get(op.name)
     return rule(op, subst) if rule is not None else None
 
 
@@ -185,10 +186,10 @@ def _for(op: Op, subst: Subst) -> list[Op] | None:
 _ELEMENTWISE = (
     nm.FLOAT_UNARY + nm.FLOAT_BINARY + tuple(nm.INT_BINARY) + tuple(nm.INT_UNARY) + ("cmp", "cast", "bitcast", "fdiv")
 )
-_RULES: dict[str, Callable[[Op, Subst], list[Op] | None]] = {
-    **{name: _elementwise for name in _ELEMENTWISE},
-    **{name: _reshaped for name in ("splat", "broadcast", "expand_dims", "reshape", "trans", "cat", "join", "split")},
-    "select": _select,
-    "if": _if,
-    "for": _for,
-}
+# Folding is optional: an op without a rule is kept as it is.
+RULES: OpRegistry[Callable[[Op, Subst], list[Op] | None]] = OpRegistry("fold", complete=False)
+RULES.register(*dict.fromkeys(_ELEMENTWISE))(_elementwise)
+RULES.register("splat", "broadcast", "expand_dims", "reshape", "trans", "cat", "join", "split")(_reshaped)
+RULES.register("select")(_select)
+RULES.register("if")(_if)
+RULES.register("for")(_for)

@@ -16,11 +16,13 @@ between layouts that place every element alike are removed (`drop_trivial_conver
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from ...ir.core import Block, Function, Module, Op, Value
+from ...ir.registry import OpRegistry
 from ...ir.types import PointerType, TileType, elem_of, shape_of
 from ..errors import BackendError, op_error
 from .accelerate import DotPlan, plan_dot
@@ -28,18 +30,15 @@ from .axis import AxisAnalysis
 from .clone import clone_function
 from .encodings import Blocked, DotOperand, Encoding, Slice, coalesced_blocked, default_blocked
 from .linear import LinearLayout, log2, scalar_layout
+from .ops import CONVERT
 
 if TYPE_CHECKING:
     from .pipeline import LoopPipeline
 
-CONVERT = "convert_layout"
-
-SAME_LAYOUT = frozenset(
-    """exp exp2 log log2 sqrt sqrt_rn rsqrt sin cos erf floor ceil neg abs add sub mul rem maximum minimum div div_rn
-    fdiv pow floordiv and or xor shl shr umulhi not cmp select fma cast bitcast addptr load store atomic_rmw
-    atomic_cas multiple_of max_contiguous max_constancy device_assert broadcast scan extern_elementwise inline_asm""".split()
-)
-MEMORY = {"load": 0, "store": 0, "atomic_rmw": 0, "atomic_cas": 0}
+# How each op relates the layout classes of its operands and results: the `_Assigner` method of its rule.
+RULES: OpRegistry[Callable[[_Assigner, Op], None]] = OpRegistry("layout assignment")
+RULES.builtin("terminators: the op that owns the region relates what they carry", "yield", "condition", "return")
+RULES.unsupported("calls must be inlined before code generation (run passes.inline)", "call")
 
 Term = tuple[str, int, int]  # ("slice", axis, parent class) or ("dot", operand index, result class)
 
@@ -209,58 +208,95 @@ class _Assigner:
                     self.cls(r)
 
     def op(self, op: Op) -> None:
-        name = op.name
-        if name == "call":
-            raise op_error(op, "calls must be inlined before code generation (run passes.inline)", self.fn.name)
-        if name in MEMORY and isinstance(op.operands[0].type, TileType):
+        rule = RULES.get(op.name)
+        if rule is not None:
+            rule(self, op)
+        elif op.name in RULES.unsupported_ops:
+            raise op_error(op, RULES.unsupported_ops[op.name], self.fn.name)
+
+    # ---- rules: one per op ------------------------------------------------------------------
+
+    @RULES.register("exp", "exp2", "log", "log2", "sqrt", "sqrt_rn", "rsqrt", "sin", "cos", "erf", "floor", "ceil",
+                    "neg", "abs", "add", "sub", "mul", "rem", "maximum", "minimum", "div", "div_rn", "fdiv", "pow",
+                    "floordiv", "and", "or", "xor", "shl", "shr", "umulhi", "not", "cmp", "select", "fma", "cast",
+                    "bitcast", "addptr", "multiple_of", "max_contiguous", "max_constancy", "device_assert",
+                    "broadcast", "scan", "extern_elementwise", "inline_asm")
+    def same_layout(self, op: Op) -> None:
+        self.same(op, list(range(len(op.operands))), op.results)
+
+    @RULES.register("load", "store", "atomic_rmw", "atomic_cas")
+    def memory_access(self, op: Op) -> None:
+        if isinstance(op.operands[0].type, TileType):
             self.prefer(op.operands[0])
-        if name in SAME_LAYOUT:
-            self.same(op, list(range(len(op.operands))), op.results)
-        elif name == "gather":  # the result is laid out as its index; the source is read from shared memory
-            self.same(op, [1], op.results)
-        elif name == "expand_dims" and isinstance(op.operands[0].type, TileType):
+        self.same_layout(op)
+
+    @RULES.register("constant", "program_id", "num_programs", "arange", "splat", "reshape", "trans", "cat", "join",
+                    "split", "histogram", "device_print", "assume", "barrier")
+    def own_layout(self, op: Op) -> None:
+        """Operands are read in whatever layout they have; each tile result takes a class of its own
+        (`block` gives it one)."""
+
+    @RULES.register("gather")
+    def gather(self, op: Op) -> None:  # the result is laid out as its index; the source is read from shared memory
+        self.same(op, [1], op.results)
+
+    @RULES.register("expand_dims")
+    def expand_dims(self, op: Op) -> None:
+        if isinstance(op.operands[0].type, TileType):
             self.slice_edge(op, 0, self.cls(op.result), op.attrs["axis"])
-        elif name == "reduce":
-            src = self.same(op, list(range(len(op.operands))), [])
-            assert src is not None
-            if isinstance(op.results[0].type, TileType):
-                out = self.same(op, [], op.results)
-                assert out is not None
-                self.derive(out, ("slice", op.attrs["axis"], src))
-        elif name == "dot":
-            plan = plan_dot(self.fn, op, self.num_warps, self.has_wgmma)
-            if plan is not None:
-                self.anchored_dot(op, plan)
-                return
-            acc = self.same(op, [2], op.results)
-            assert acc is not None
-            for i in (0, 1):
-                target = self.new_class(self.rank[self.find(acc)])
-                self.term[target] = ("dot", i, acc)
-                self.convert(op, i, target)
-        elif name == "for":
-            body = op.regions[0]
-            self.carried(op, list(range(3, len(op.operands))), body.args[1:])
-            self.block(body)
-            self.yields(body, body.args[1:])
-            self.results(op.results, body.args[1:])
-        elif name == "if":
-            for region in op.regions:
-                self.block(region)
-            then = op.regions[0].terminator
-            assert then is not None
-            self.results(op.results, then.operands)
-            self.yields(op.regions[1], op.results)
-        elif name == "while":
-            before, after = op.regions
-            self.carried(op, list(range(len(op.operands))), before.args)
-            self.block(before)
-            cond = before.terminator
-            assert cond is not None
-            self.results(after.args, cond.operands[1:])
-            self.block(after)
-            self.yields(after, before.args)
-            self.results(op.results, after.args)
+
+    @RULES.register("reduce")
+    def reduce(self, op: Op) -> None:
+        src = self.same(op, list(range(len(op.operands))), [])
+        assert src is not None
+        if isinstance(op.results[0].type, TileType):
+            out = self.same(op, [], op.results)
+            assert out is not None
+            self.derive(out, ("slice", op.attrs["axis"], src))
+
+    @RULES.register("dot")
+    def dot(self, op: Op) -> None:
+        plan = plan_dot(self.fn, op, self.num_warps, self.has_wgmma)
+        if plan is not None:
+            self.anchored_dot(op, plan)
+            return
+        acc = self.same(op, [2], op.results)
+        assert acc is not None
+        for i in (0, 1):
+            target = self.new_class(self.rank[self.find(acc)])
+            self.term[target] = ("dot", i, acc)
+            self.convert(op, i, target)
+
+    @RULES.register("for")
+    def loop(self, op: Op) -> None:
+        body = op.regions[0]
+        self.carried(op, list(range(3, len(op.operands))), body.args[1:])
+        self.block(body)
+        self.yields(body, body.args[1:])
+        self.results(op.results, body.args[1:])
+
+    @RULES.register("if")
+    def branch(self, op: Op) -> None:
+        for region in op.regions:
+            self.block(region)
+        then = op.regions[0].terminator
+        assert then is not None
+        self.results(op.results, then.operands)
+        self.yields(op.regions[1], op.results)
+
+    @RULES.register("while")
+    def while_loop(self, op: Op) -> None:
+        before, after = op.regions
+        self.carried(op, list(range(len(op.operands))), before.args)
+        self.block(before)
+        cond = before.terminator
+        assert cond is not None
+        self.results(after.args, cond.operands[1:])
+        self.block(after)
+        self.yields(after, before.args)
+        self.results(op.results, after.args)
+
+    # ---- what the rules share ---------------------------------------------------------------
 
     def anchored_dot(self, op: Op, plan: DotPlan) -> None:
         """Fix a tensor-core dot's encodings: the accumulator's class takes the MMA layout unless a

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from math import gcd
 
 from ...ir.core import Block, Function, Module, Op, Value
+from ...ir.registry import OpRegistry
 from ...ir.types import PointerType, ScalarType, elem_of, shape_of
 
 MAX_DIV = 1 << 30
@@ -58,16 +59,19 @@ def constant_info(v: Value, value: int) -> AxisInfo:
 
 
 Rule = Callable[["AxisAnalysis", Op, list[AxisInfo]], AxisInfo]
-RULES: dict[str, Rule] = {}
-
-
-def rule(*names: str) -> Callable[[Rule], Rule]:
-    def register(fn: Rule) -> Rule:
-        for n in names:
-            RULES[n] = fn
-        return fn
-
-    return register
+RULES: OpRegistry[Rule] = OpRegistry("axis analysis")
+rule = RULES.register
+RULES.builtin("`AxisAnalysis.op` walks their regions and joins what init and yields carry", "for", "if")
+RULES.builtin("`AxisAnalysis.op` walks their regions for the hints inside (results: unknown)", "while", "reduce", "scan")
+RULES.builtin("terminators: read by the op that owns the region", "yield", "condition", "return")
+RULES.builtin("`AxisAnalysis._assume` reads the divisibility its condition states", "assume")
+RULES.builtin("no results to describe", "store", "barrier", "device_print", "device_assert")
+RULES.unsupported("float results: the facts describe integers and pointers (unknown)", "exp", "exp2", "log", "log2",
+                  "sqrt", "sqrt_rn", "rsqrt", "sin", "cos", "erf", "floor", "ceil", "div", "div_rn", "fdiv", "pow", "fma")
+RULES.unsupported("values read from memory: no facts (unknown)", "load", "atomic_rmw", "atomic_cas")
+RULES.unsupported("not analysed: results get no facts (unknown)", "neg", "abs", "not", "bitcast", "reshape", "cat",
+                  "join", "split", "dot")
+RULES.unsupported("calls are inlined before layout assignment runs the analysis", "call")
 
 
 class AxisAnalysis:

@@ -1,4 +1,4 @@
-"""The registry of lowering rules: one rule per tile-IR op, `@lowering("add")`."""
+"""The registry of lowering rules: one rule per tile-IR or GPU-IR op, `@lowering("add")`."""
 
 from __future__ import annotations
 
@@ -8,6 +8,9 @@ from typing import TYPE_CHECKING
 import llvmlite.ir as ir
 
 from ....ir.core import Op
+from ....ir.ops import OPS
+from ....ir.registry import OpRegistry
+from ...gpuir.ops import GPU_OPS
 
 if TYPE_CHECKING:
     from .context import Lowering
@@ -16,17 +19,11 @@ Regs = list[ir.Value]
 """A lowered value: the registers one thread holds, in its layout's register order."""
 
 Rule = Callable[["Lowering", Op, list[Regs]], list[Regs]]
-RULES: dict[str, Rule] = {}
+RULES: OpRegistry[Rule] = OpRegistry("NVPTX lowering", (OPS, GPU_OPS))
+RULES.builtin("region terminators: `lower_block` hands them to the op that owns the region", "yield", "condition")
+RULES.unsupported("calls are inlined before code generation (layout assignment refuses them)", "call")
 
 
 def lowering(*names: str) -> Callable[[Rule], Rule]:
     """Register `fn` as the rule of ops `names`; it returns one `Regs` per op result."""
-
-    def register(fn: Rule) -> Rule:
-        for name in names:
-            if name in RULES:
-                raise ValueError(f"op '{name}' already has a lowering rule")
-            RULES[name] = fn
-        return fn
-
-    return register
+    return RULES.register(*names)

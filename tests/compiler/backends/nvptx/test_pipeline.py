@@ -85,7 +85,7 @@ def test_unresolved_llvm_call_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) 
     def bogus(ctx, op, args):  # type: ignore[no-untyped-def]
         return [[ctx.call("llvm.despina.missing.f32", x.type, [x]) for x in args[0]]]
 
-    monkeypatch.setitem(RULES, "neg", bogus)
+    monkeypatch.setitem(RULES.rules, "neg", bogus)
     k = KernelBuilder("neg_kernel", [("x", PointerType(float32))])
     k.store(k["x"], k.op("neg", k.load(k["x"])))
     with pytest.raises(BackendError, match=r"neg_kernel.*llvm\.despina\.missing\.f32"):
