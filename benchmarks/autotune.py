@@ -15,7 +15,8 @@ start-up; each process's figure is also given with them ("with imports"):
 3. Despina without a daemon: configs compiled at once in worker processes, measured here.
 4. A second client process against the same Redis, through a second daemon that never saw the
    kernel (another host of the cluster): the tuned kernel with no compile and no benchmark, which
-   the second daemon's /v1/stats shows; and the same client against the first daemon.
+   the second daemon's /v1/stats shows (the client launches the Tune reply's kernel untraced); and
+   the same client against the first daemon.
 
 Goals (issue 10): cold (2) <= 0.3x Triton (1); the second client 0 compiles, 0 benchmarks,
 <= 20 ms to the first launch. redis-server comes from PATH or $DESPINA_REDIS_SERVER; without one the
