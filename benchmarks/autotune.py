@@ -1,6 +1,6 @@
 """Autotuning, cold and for a second client, Despina against Triton on one GPU.
 
-    python benchmarks/autotune.py [--out DIR] [--size 4096] [--workers N]
+    python benchmarks/autotune.py [--out DIR] [--size 4096] [--workers N] [--second-client]
 
 The kernel is `kernels.py`'s `matmul_tuned_kernel`: the tutorial matmul under `autotune` with 16
 configs (`TUNING_CONFIGS`), written for Triton; Despina runs the same file with its imports changed.
@@ -100,6 +100,9 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=4096)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                         help="the daemon's compile workers (default: the CPU count, as despina serve's)")
+    parser.add_argument("--second-client", action="store_true",
+                        help="only the runs the second client's figure needs: the cold run through a daemon (which "
+                             "tunes) and the second clients; no Triton and no in-process run")
     parser.add_argument("--client", choices=["despina", "triton"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.client:
@@ -109,8 +112,10 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="despina-tune-bench-"))
     rows: list[list[Any]] = []
-    triton = fresh("triton", args.size, {"TRITON_CACHE_DIR": str(work / "triton")})
-    rows.append(["triton autotune, cold", *times(triton), "", "", triton.get("winner", "")])
+    triton: dict[str, Any] = {}
+    if not args.second_client:
+        triton = fresh("triton", args.size, {"TRITON_CACHE_DIR": str(work / "triton")})
+        rows.append(["triton autotune, cold", *times(triton), "", "", triton.get("winner", "")])
     redis = RedisServer.start(work)
     redis_url = redis.url if redis is not None else None
     daemons = []
@@ -123,8 +128,9 @@ def main() -> None:
         s = first.stats()
         rows.append(["despina through a daemon, cold", *times(cold), s.get("compiles"),
                      s.get("benchmarks"), cold.get("winner", "")])
-        local = fresh("despina", args.size, {"DESPINA_CACHE_DIR": str(work / "client-local")})
-        rows.append(["despina in-process, cold", *times(local), "", "", local.get("winner", "")])
+        if not args.second_client:
+            local = fresh("despina", args.size, {"DESPINA_CACHE_DIR": str(work / "client-local")})
+            rows.append(["despina in-process, cold", *times(local), "", "", local.get("winner", "")])
         profile = args.out / "second_client_profile.txt" if args.out is not None else work / "second_client_profile.txt"
         again = fresh("despina", args.size, dict(env, DESPINA_CACHE_DIR=str(work / "client-2")))
         s2 = first.stats()
