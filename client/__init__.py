@@ -11,6 +11,7 @@ from . import language, testing
 from .autotuner import Config, autotune, heuristics
 from .compile_api import CompiledKernel, compile
 from .compiler.errors import CompilationError, KernelRuntimeError
+from .compiler.options import CompileOptions
 from .jit import JITFunction, jit, reinterpret
 from .language.arith import cdiv
 from .remote import set_server
@@ -25,6 +26,6 @@ def next_power_of_2(n: int) -> int:
 
 __version__ = "0.1.0"
 __all__ = [
-    "CompilationError", "CompiledKernel", "Config", "DeviceArray", "JITFunction", "KernelRuntimeError", "autotune",
+    "CompilationError", "CompileOptions", "CompiledKernel", "Config", "DeviceArray", "JITFunction", "KernelRuntimeError", "autotune",
     "cdiv", "compile", "heuristics", "jit", "language", "next_power_of_2", "reinterpret", "set_server", "testing",
 ]

@@ -1,4 +1,5 @@
-"""What a kernel argument is: its IR type and specialization, and its host buffer for the interpreter."""
+"""What a kernel argument is: its IR type and specialization, its host buffer for the interpreter, and
+`reinterpret` (an array passed as another element type of the same size)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from despina.compiler.ir import types as _t
+from despina.language.core import unwrap
 
 if TYPE_CHECKING:
     import numpy as np
@@ -114,3 +116,32 @@ def scalar_type(value: Any) -> _t.ScalarType:
     if isinstance(value, float) or (np is not None and isinstance(value, np.floating)):
         return _t.float32
     raise TypeError(f"unsupported argument type {type(value).__name__}")
+
+
+class TensorWrapper:
+    """An array whose elements a kernel sees as `dtype`; made by `reinterpret`."""
+
+    def __init__(self, base: Any, dtype: _t.ScalarType) -> None:
+        self.base = base
+        self.dtype = dtype
+        self.shape = tuple(base.shape)
+
+    def data_ptr(self) -> int:
+        return data_ptr(self.base)
+
+    def __repr__(self) -> str:
+        return f"reinterpret({type(self.base).__name__} of {self.base.dtype}, {self.dtype})"
+
+
+def reinterpret(array: Any, dtype: _t.ScalarType) -> TensorWrapper:
+    """`array` passed to kernels as a pointer to `dtype` elements of the same size: the way to pass
+    bf16 from NumPy, which has no bf16 dtype (`despina.reinterpret(bits_uint16, tl.bfloat16)`)."""
+    dtype = unwrap(dtype)
+    if not isinstance(dtype, _t.ScalarType):
+        raise TypeError(f"reinterpret needs a dtype such as tl.bfloat16, got {dtype!r}")
+    base = array.base if isinstance(array, TensorWrapper) else array
+    if not is_array(base):
+        raise TypeError(f"reinterpret needs an array, got {type(base).__name__}")
+    if base.dtype.itemsize != dtype.itemsize:
+        raise TypeError(f"reinterpret: {base.dtype} elements are {base.dtype.itemsize} bytes, {dtype} are {dtype.itemsize}")
+    return TensorWrapper(base, dtype)

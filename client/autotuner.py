@@ -17,6 +17,8 @@ import builtins
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from despina.compiler.options import DEFAULTS
+
 from . import tuning
 from .testing import do_bench
 
@@ -24,8 +26,9 @@ from .testing import do_bench
 class Config:
     """One point of an autotuning space: meta-parameters plus launch options."""
 
-    def __init__(self, kwargs: dict[str, Any], num_warps: int = 4, num_stages: int = 3, num_ctas: int = 1,
-                 maxnreg: int | None = None, pre_hook: Callable[[dict[str, Any]], None] | None = None) -> None:
+    def __init__(self, kwargs: dict[str, Any], num_warps: int = DEFAULTS.num_warps,
+                 num_stages: int = DEFAULTS.num_stages, num_ctas: int = DEFAULTS.num_ctas,
+                 maxnreg: int | None = DEFAULTS.maxnreg, pre_hook: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.kwargs = dict(kwargs)
         self.num_warps = num_warps
         self.num_stages = num_stages
@@ -34,7 +37,9 @@ class Config:
         self.pre_hook = pre_hook
 
     def all_kwargs(self) -> dict[str, Any]:
-        options = {"num_warps": self.num_warps, "num_stages": self.num_stages}
+        options = {"num_warps": self.num_warps, "num_stages": self.num_stages, "num_ctas": self.num_ctas}
+        if self.maxnreg is not None:
+            options["maxnreg"] = self.maxnreg
         return {**self.kwargs, **options}
 
     def __repr__(self) -> str:

@@ -18,7 +18,6 @@ access (`GET /v1/kernels/{key}/{stage}`, gRPC GetArtifact), so that `inspect_*` 
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -183,14 +182,17 @@ def compile(
     kernel: JITFunction | Callable[..., Any],
     signature: Signature,
     constexprs: Mapping[str, Any] | None = None,
-    num_warps: int = 4,
-    num_stages: int = 3,
+    num_warps: int | None = None,
+    num_stages: int | None = None,
     target: str = "sm_90",
     debug: bool | None = None,
+    **options: Any,
 ) -> CompiledKernel:
     """Compile `kernel` for `signature` (Triton's grammar: `"*fp32:16,*fp32:16,*fp32:16,i32"`, one
     entry per run-time parameter in order) and `constexprs` (by name) to a cubin for `target`
     (sm_80, sm_86, sm_89, sm_90, sm_90a). Needs `despina[compiler]`, or a daemon to compile on; no GPU.
+    `num_warps`, `num_stages` and the other `options` (`maxnreg`, `enable_fp_fusion`, `num_ctas`) are
+    the `despina.CompileOptions` a launch takes; None or left out: the defaults.
 
         >>> k = despina.compile(add_kernel, "*fp32:16,*fp32:16,*fp32:16,i32", {"BLOCK": 1024})
         >>> print(k.inspect_ptx())
@@ -199,23 +201,22 @@ def compile(
     from despina.runtime import kernels
 
     fn = as_jit_function(kernel)
-    options = fn.options({"num_warps": num_warps, "num_stages": num_stages}, interpret=False)
+    compile_options = fn.options({"num_warps": num_warps, "num_stages": num_stages, **options}, interpret=False)
     if debug is not None:
-        options = dataclasses.replace(options, debug=debug)
+        compile_options = compile_options.replace(debug=debug)
     params, attrs, entries, consts = specialize(fn, signature, dict(constexprs or {}))
-    attrs.update(num_warps=options.num_warps, num_stages=options.num_stages)
-    module, _ = build_module(fn, params, attrs, options.debug)
+    attrs.update(num_warps=compile_options.num_warps, num_stages=compile_options.num_stages)
+    module, _ = build_module(fn, params, attrs, compile_options.debug)
     sig = tuple(str(e) for e in entries.values())
     # Ahead of time: a cubin for `target` whatever this host's driver (driver_version=0).
-    got = remote.try_remote(module, options, target, driver_version=0)
+    got = remote.try_remote(module, compile_options, target, driver_version=0)
     if got is not None:
         metadata = dict(got.metadata)
         service = metadata["service"]
         asm = DaemonStages(service["server"], service["key"],
                            {"ir": print_module(module), "ptx": got.ptx, "cubin": got.cubin})
         return CompiledKernel(str(metadata.get("name", module.kernel.name)), asm, metadata, sig, consts, "daemon")
-    opts = {"num_warps": options.num_warps, "num_stages": options.num_stages, "debug": options.debug}
-    binary, tier = kernels.local(module, opts, target)
+    binary, tier = kernels.local(module, compile_options, target)
     from despina.compiler.backends.nvptx.sass import Stages
 
     # The key leaves source locations out: a cached kernel's own `ir` may point to another checkout.

@@ -15,25 +15,24 @@ import difflib
 import inspect
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
 
 from despina.compiler.errors import CompilationError
 from despina.compiler.ir import types as _t
 from despina.compiler.ir.core import Module
 from despina.compiler.ir.verifier import VerificationError, verify
+from despina.compiler.options import CompileOptions
 from despina.compiler.passes.pipeline import run_pipeline
 from despina.language.core import constexpr, tensor, unwrap
 from despina.language.semantic import to_tensor
 
 from . import arguments
+from .arguments import TensorWrapper, reinterpret
 from .caller import user_stacklevel
 from .frontend.codegen import generate_module, is_constexpr_annotation
 from .frontend.source import Source
 from .runtime import env as _env
-
-LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "stream", "enable_fp_fusion")
-
+from .specialization import LAUNCH_OPTIONS, Specialization
 
 _INTERPRET = _env.key("DESPINA_INTERPRET")
 _ENVIRON = _env.STORE
@@ -43,25 +42,6 @@ _NO_GRID = object()
 def interpret_default() -> bool:
     """Whether DESPINA_INTERPRET is on, read at each launch: one dict lookup while it is unset."""
     return _INTERPRET in _ENVIRON and _env.true(_ENVIRON[_INTERPRET])
-
-
-@dataclass(frozen=True)
-class Options:
-    """Compile options that are part of every specialization key."""
-
-    num_warps: int = 4
-    num_stages: int = 3
-    debug: bool = False
-
-
-@dataclass
-class Specialization:
-    """The key of one compiled variant and what the frontend needs to build it."""
-
-    key: tuple[Any, ...]
-    params: list[tuple[str, Any]]
-    runtime_args: list[Any]
-    attrs: dict[str, Any] = field(default_factory=dict)
 
 
 def build_module(fn: JITFunction, params: list[tuple[str, Any]], attrs: dict[str, Any], debug: bool
@@ -194,7 +174,7 @@ class JITFunction:
 
     # ---- specialization ----------------------------------------------------------------------
 
-    def specialize(self, bound: dict[str, Any], options: Options) -> Specialization:
+    def specialize(self, bound: dict[str, Any], options: CompileOptions) -> Specialization:
         key: list[Any] = []
         params: list[tuple[str, Any]] = []
         runtime: list[Any] = []
@@ -244,7 +224,7 @@ class JITFunction:
         g = self.fn.__globals__
         return {name: unwrap(g.get(name)) for name in self.used_globals}
 
-    def ir(self, spec: Specialization, options: Options) -> Module:
+    def ir(self, spec: Specialization, options: CompileOptions) -> Module:
         """The optimized tile IR for `spec`, cached in memory by its key."""
         module = self.cache.get(spec.key)
         if module is None:
@@ -286,11 +266,12 @@ class JITFunction:
                 warnings.warn(message, RuntimeWarning, stacklevel=user_stacklevel())
         return arguments.host_buffer(arr)
 
-    def options(self, launch: dict[str, Any], interpret: bool) -> Options:
-        """The compile options of a launch: num_warps and num_stages from its launch options; debug from
-        the kernel, else on in the interpreter or with DESPINA_DEBUG=1."""
+    def options(self, launch: dict[str, Any], interpret: bool) -> CompileOptions:
+        """The compile options of a launch, checked (`CompileOptions.make`): those among its launch options,
+        the defaults for the others; debug from the kernel, else on in the interpreter or with DESPINA_DEBUG=1."""
         debug = self.debug if self.debug is not None else (interpret or _env.get("DESPINA_DEBUG") == "1")
-        return Options(int(launch.get("num_warps", 4)), int(launch.get("num_stages", 3)), bool(debug))
+        given = {k: v for k, v in launch.items() if k != "stream"}
+        return CompileOptions.make(self.__name__, given, debug=bool(debug))
 
     def _gpu_dispatcher(self) -> Any:
         """The GPU launch path (`despina.runtime.dispatch`): specializations to ready launchers."""
@@ -309,35 +290,6 @@ class JITFunction:
         if not 1 <= len(dims) <= 3 or any(d < 0 for d in dims):
             raise ValueError(f"kernel '{self.__name__}': grid must be 1 to 3 non-negative ints, got {grid!r}")
         return dims + (1,) * (3 - len(dims))  # type: ignore[return-value]
-
-
-class TensorWrapper:
-    """An array whose elements a kernel sees as `dtype`; made by `reinterpret`."""
-
-    def __init__(self, base: Any, dtype: _t.ScalarType) -> None:
-        self.base = base
-        self.dtype = dtype
-        self.shape = tuple(base.shape)
-
-    def data_ptr(self) -> int:
-        return arguments.data_ptr(self.base)
-
-    def __repr__(self) -> str:
-        return f"reinterpret({type(self.base).__name__} of {self.base.dtype}, {self.dtype})"
-
-
-def reinterpret(array: Any, dtype: _t.ScalarType) -> TensorWrapper:
-    """`array` passed to kernels as a pointer to `dtype` elements of the same size: the way to pass
-    bf16 from NumPy, which has no bf16 dtype (`despina.reinterpret(bits_uint16, tl.bfloat16)`)."""
-    dtype = unwrap(dtype)
-    if not isinstance(dtype, _t.ScalarType):
-        raise TypeError(f"reinterpret needs a dtype such as tl.bfloat16, got {dtype!r}")
-    base = array.base if isinstance(array, TensorWrapper) else array
-    if not arguments.is_array(base):
-        raise TypeError(f"reinterpret needs an array, got {type(base).__name__}")
-    if base.dtype.itemsize != dtype.itemsize:
-        raise TypeError(f"reinterpret: {base.dtype} elements are {base.dtype.itemsize} bytes, {dtype} are {dtype.itemsize}")
-    return TensorWrapper(base, dtype)
 
 
 T = TypeVar("T")
@@ -362,4 +314,4 @@ def jit(fn: Callable[..., Any] | None = None, *, do_not_specialize: Sequence[int
     return decorate(fn) if fn is not None else decorate
 
 
-__all__ = ["JITFunction", "jit", "CompilationError", "Options", "TensorWrapper", "reinterpret"]
+__all__ = ["JITFunction", "jit", "CompilationError", "CompileOptions", "TensorWrapper", "reinterpret"]

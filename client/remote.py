@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 from urllib.parse import quote
 
 from despina.compiler.ir.core import Module
+from despina.compiler.options import DEFAULTS, CompileOptions
 
 from .caller import user_stacklevel
 
@@ -113,11 +114,11 @@ def _required() -> bool:
     return os.environ.get("DESPINA_SERVER_REQUIRED", "0").lower() in ("1", "true", "yes", "on")
 
 
-def compile_remote(module: Module, options: Any = None, target: str = "sm_90",
+def compile_remote(module: Module, options: CompileOptions | None = None, target: str = "sm_90",
                    specialization: dict[str, str] | None = None, driver_version: int | None = None) -> RemoteKernel:
     """The kernel's cubin, PTX and metadata, from the daemon (or in-process when there is none).
 
-    `options` is `despina.jit.Options` or anything with num_warps / num_stages / debug.
+    `options`: the `CompileOptions` (None: the defaults).
     `driver_version` is the CUDA driver the image is for (cuDriverGetVersion's number, 12080 for
     12.8; 0 asks for a cubin whatever the driver); None: this host's driver.
     Raises `RemoteError` when the daemon refuses the kernel (its message says why).
@@ -126,7 +127,7 @@ def compile_remote(module: Module, options: Any = None, target: str = "sm_90",
     return got if got is not None else _compile_local(module, options, target)
 
 
-def try_remote(module: Module, options: Any = None, target: str = "sm_90", specialization: dict[str, str] | None = None,
+def try_remote(module: Module, options: CompileOptions | None = None, target: str = "sm_90", specialization: dict[str, str] | None = None,
                driver_version: int | None = None) -> RemoteKernel | None:
     """`compile_remote` without the in-process fallback: None when no daemon is configured, or when
     it is unreachable (with one warning; an error with DESPINA_SERVER_REQUIRED=1)."""
@@ -163,17 +164,16 @@ def _driver_version() -> int:
     return driver.version()
 
 
-def _options(options: Any) -> dict[str, Any]:
-    return {k: getattr(options, k, d) for k, d in (("num_warps", 4), ("num_stages", 3), ("debug", False))}
+def _options(options: CompileOptions | None) -> CompileOptions:
+    return DEFAULTS if options is None else options
 
 
-def _compile_local(module: Module, options: Any, target: str) -> RemoteKernel:
+def _compile_local(module: Module, options: CompileOptions | None, target: str) -> RemoteKernel:
     try:
         from despina.compiler.backends.nvptx import compile_module
     except ImportError as e:
         raise RemoteError("UNAVAILABLE", f"no daemon to compile on and no local backend ({e})") from None
-    o = _options(options)
-    kernel = compile_module(module, target=target, num_warps=o["num_warps"], num_stages=o["num_stages"])
+    kernel = compile_module(module, target, _options(options))
     ptx = kernel.asm["ptx"]
     assert isinstance(ptx, str)
     return RemoteKernel(kernel.cubin, ptx, dict(kernel.metadata, service={"tier": "local"}))
@@ -192,10 +192,10 @@ def _checked(url: str, key: str, tier: str, digest: str, cubin: bytes, ptx: str,
 
 
 class _Client(Protocol):
-    def compile(self, ir: bytes, options: dict[str, Any], target: str, spec: dict[str, str],
+    def compile(self, ir: bytes, options: CompileOptions, target: str, spec: dict[str, str],
                 driver_version: int = 0) -> RemoteKernel: ...
 
-    def execute(self, ir: bytes, options: dict[str, Any], target: str, grid: Sequence[int],
+    def execute(self, ir: bytes, options: CompileOptions, target: str, grid: Sequence[int],
                 args: Sequence[RemoteArgument]) -> list[RemoteBuffer]: ...
 
     def artifact(self, key: str, stage: str) -> bytes: ...
@@ -252,11 +252,12 @@ class _Grpc:
     def close(self) -> None:
         self.channel.close()
 
-    def compile(self, ir: bytes, options: dict[str, Any], target: str, spec: dict[str, str],
+    def compile(self, ir: bytes, options: CompileOptions, target: str, spec: dict[str, str],
                 driver_version: int = 0) -> RemoteKernel:
         from despina.proto import service_pb2 as pb
+        from despina.proto.options import to_pb
 
-        request = pb.CompileRequest(ir=ir, target=target, specialization=spec, options=pb.CompileOptions(**options),
+        request = pb.CompileRequest(ir=ir, target=target, specialization=spec, options=to_pb(options),
                                     driver_version=driver_version)
         try:
             r = self.stub.Compile(request, timeout=COMPILE_TIMEOUT_S, metadata=self.metadata)
@@ -266,16 +267,17 @@ class _Grpc:
         image_format = "ptx" if r.image_format == pb.PTX else "cubin"  # UNSPECIFIED: a daemon that predates PTX answers
         return _checked(self.url, r.key, tier, r.digest, r.cubin, r.ptx, json.loads(r.metadata_json or "{}"), image_format)
 
-    def execute(self, ir: bytes, options: dict[str, Any], target: str, grid: Sequence[int],
+    def execute(self, ir: bytes, options: CompileOptions, target: str, grid: Sequence[int],
                 args: Sequence[RemoteArgument]) -> list[RemoteBuffer]:
         from despina.proto import service_pb2 as pb
+        from despina.proto.options import to_pb
 
         def argument(a: RemoteArgument) -> Any:
             if isinstance(a, RemoteBuffer):
                 return pb.Argument(buffer=pb.Buffer(data=a.data, dtype=a.dtype, shape=a.shape))
             return pb.Argument(float_value=a) if isinstance(a, float) else pb.Argument(int_value=int(a))
 
-        kernel = pb.CompileRequest(ir=ir, target=target, options=pb.CompileOptions(**options))
+        kernel = pb.CompileRequest(ir=ir, target=target, options=to_pb(options))
         request = pb.ExecuteRequest(kernel=kernel, grid=list(grid), args=[argument(a) for a in args])
         try:
             r = self.stub.Execute(request, timeout=EXECUTE_TIMEOUT_S, metadata=self.metadata)
@@ -373,23 +375,23 @@ class _Http:
     def _delete(self, path: str) -> Any:
         return self._call(path, None, "DELETE")
 
-    def compile(self, ir: bytes, options: dict[str, Any], target: str, spec: dict[str, str],
+    def compile(self, ir: bytes, options: CompileOptions, target: str, spec: dict[str, str],
                 driver_version: int = 0) -> RemoteKernel:
-        body = {"ir": base64.b64encode(ir).decode(), "target": target, "options": options, "specialization": spec,
+        body = {"ir": base64.b64encode(ir).decode(), "target": target, "options": options.as_dict(), "specialization": spec,
                 "driver_version": driver_version}
         reply = self._call("/v1/compile", body)
         cubin = base64.b64decode(reply["cubin"])
         return _checked(self.url, reply["key"], reply["tier"], reply["digest"], cubin, reply["ptx"], reply["metadata"],
                         reply.get("image_format", "cubin"))
 
-    def execute(self, ir: bytes, options: dict[str, Any], target: str, grid: Sequence[int],
+    def execute(self, ir: bytes, options: CompileOptions, target: str, grid: Sequence[int],
                 args: Sequence[RemoteArgument]) -> list[RemoteBuffer]:
         def argument(a: RemoteArgument) -> dict[str, Any]:
             if isinstance(a, RemoteBuffer):
                 return {"buffer": {"data": base64.b64encode(a.data).decode(), "dtype": a.dtype, "shape": list(a.shape)}}
             return {"float_value": a} if isinstance(a, float) else {"int_value": int(a)}
 
-        body = {"kernel": {"ir": base64.b64encode(ir).decode(), "target": target, "options": options},
+        body = {"kernel": {"ir": base64.b64encode(ir).decode(), "target": target, "options": options.as_dict()},
                 "grid": list(grid), "args": [argument(a) for a in args]}
         reply = self._call("/v1/execute", body)
         return [RemoteBuffer(base64.b64decode(b["data"]), b["dtype"], tuple(b["shape"])) for b in reply["buffers"]]
@@ -415,7 +417,7 @@ class RemoteBuffer(NamedTuple):
 RemoteArgument = RemoteBuffer | int | float
 
 
-def execute_remote(module: Module, grid: Sequence[int], args: Sequence[RemoteArgument], options: Any = None,
+def execute_remote(module: Module, grid: Sequence[int], args: Sequence[RemoteArgument], options: CompileOptions | None = None,
                    target: str = "") -> list[RemoteBuffer]:
     """Run `module`'s kernel on the daemon's GPU over `grid` with `args` (in the kernel's parameter order:
     a RemoteBuffer per pointer, a number per scalar); every buffer after the kernel ran, in argument
@@ -458,9 +460,10 @@ def run_remote(fn: JITFunction, grid: Any, args: Sequence[Any], kwargs: dict[str
     import numpy as np
 
     from despina import arguments
+    from despina.arguments import TensorWrapper
     from despina.compiler.ir.types import PointerType, ScalarType
-    from despina.jit import LAUNCH_OPTIONS, TensorWrapper
     from despina.language.core import unwrap
+    from despina.specialization import LAUNCH_OPTIONS
 
     name = fn.__name__
     url = server()

@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from despina.compiler.options import CompileOptions
+
 from .remote import (
     COMPILE_TIMEOUT_S,
     RemoteBuffer,
@@ -39,8 +41,7 @@ class Synthetic(NamedTuple):
 @dataclass(frozen=True)
 class CallCandidate:
     ir: bytes
-    num_warps: int
-    num_stages: int
+    options: CompileOptions
     grid: tuple[int, ...]
     label: str
 
@@ -142,8 +143,10 @@ def _grpc_tune(client: _Grpc, call: TuneCall) -> TuneAnswer:
             return pb.TuneArgument(buffer=pb.Buffer(data=a.data, dtype=a.dtype, shape=a.shape))
         return pb.TuneArgument(float_value=a) if isinstance(a, float) else pb.TuneArgument(int_value=int(a))
 
-    candidates = [pb.TuneCandidate(ir=c.ir, options=pb.CompileOptions(num_warps=c.num_warps, num_stages=c.num_stages),
-                                   grid=c.grid, label=c.label) for c in call.candidates]
+    from despina.proto.options import to_pb
+
+    candidates = [pb.TuneCandidate(ir=c.ir, options=to_pb(c.options), grid=c.grid, label=c.label)
+                  for c in call.candidates]
     request = pb.TuneRequest(client_key=call.client_key, kernel=call.kernel, candidates=candidates,
                              args=[argument(a) for a in call.args], restore=call.restore, target=call.target,
                              device=call.device, driver_version=call.driver_version, warmup_ms=call.warmup_ms,
@@ -172,7 +175,7 @@ def _http_tune(client: Any, call: TuneCall) -> TuneAnswer:
 
     body = {"client_key": call.client_key, "kernel": call.kernel, "args": [argument(a) for a in call.args],
             "candidates": [{"ir": base64.b64encode(c.ir).decode(), "grid": list(c.grid), "label": c.label,
-                            "options": {"num_warps": c.num_warps, "num_stages": c.num_stages}} for c in call.candidates],
+                            "options": c.options.as_dict()} for c in call.candidates],
             "restore": call.restore, "target": call.target, "device": call.device,
             "driver_version": call.driver_version, "warmup_ms": call.warmup_ms, "rep_ms": call.rep_ms}
     reply = client._call("/v1/tune", body)

@@ -29,11 +29,13 @@ from .tuning_key import client_key
 
 if TYPE_CHECKING:
     from despina.compiler.ir.core import Module
+    from despina.compiler.options import CompileOptions
 
     from .autotuner import Autotuner, Config
-    from .jit import JITFunction, Options, Specialization
+    from .jit import JITFunction
     from .remote import RemoteKernel
     from .runtime.driver import Device
+    from .specialization import Specialization
 
 
 def supported(at: Autotuner) -> bool:
@@ -96,24 +98,23 @@ def adopt(fn: JITFunction, config: Config, args: Sequence[Any], kwargs: dict[str
 
 
 def specialize(fn: JITFunction, config: Config, args: Sequence[Any], kwargs: dict[str, Any],
-               grid: Any) -> tuple[Module, dict[str, Any], tuple[int, int, int], dict[str, Any]]:
+               grid: Any) -> tuple[Module, CompileOptions, tuple[int, int, int], dict[str, Any]]:
     """(module, compile options, grid, bound arguments) of `config` for this call, as the GPU launch makes them."""
     spec, options, dims, bound = specialization(fn, config, args, kwargs, grid)
     module = fn.ir(spec, options)
-    opts = {"num_warps": options.num_warps, "num_stages": options.num_stages, "debug": options.debug}
-    return module, opts, dims, bound
+    return module, options, dims, bound
 
 
 def specialization(fn: JITFunction, config: Config, args: Sequence[Any], kwargs: dict[str, Any],
-                   grid: Any) -> tuple[Specialization, Options, tuple[int, int, int], dict[str, Any]]:
+                   grid: Any) -> tuple[Specialization, CompileOptions, tuple[int, int, int], dict[str, Any]]:
     """(specialization, options, grid, bound arguments) of `config` for this call, as the GPU launch
     makes them; nothing traced."""
     from despina import arguments
     from despina.language.core import unwrap
 
-    from .jit import LAUNCH_OPTIONS
     from .runtime.dispatch import _Addressed
     from .runtime.pointers import device_pointer
+    from .specialization import LAUNCH_OPTIONS
 
     call_kwargs = {**kwargs, **config.all_kwargs()}
     launch = {k: call_kwargs.pop(k) for k in LAUNCH_OPTIONS if k in call_kwargs and k not in fn.arg_names}
@@ -142,8 +143,8 @@ def _here(at: Autotuner, configs: Sequence[Config], args: Sequence[Any], kwargs:
         return found
     items = []
     for c in configs:
-        module, opts, _, _ = specialize(at.fn, c, args, kwargs, grid)
-        items.append((module, opts, device.target))
+        module, options, _, _ = specialize(at.fn, c, args, kwargs, grid)
+        items.append((module, options, device.target))
     errors = kernels.prepare(items, lambda i, error: progress.compiled())
     tuning = _measure(at, configs, args, kwargs, grid, named, errors, key, device, progress, [], start)
     files.put(tuning)
@@ -208,8 +209,8 @@ def _on_daemon(url: str, at: Autotuner, configs: Sequence[Config], args: Sequenc
         progress.remote(url)
         candidates = []
         for c in configs:
-            module, opts, dims, bound = specialize(at.fn, c, args, kwargs, grid)
-            candidates.append(CallCandidate(remote._encode(module), opts["num_warps"], opts["num_stages"],
+            module, options, dims, bound = specialize(at.fn, c, args, kwargs, grid)
+            candidates.append(CallCandidate(remote._encode(module), options,
                                             tuple(d for d in dims), repr(c)))
         values, restore = _arguments_for(at, module, bound)
         answer = tune(url, dataclasses.replace(call, candidates=candidates, args=values, restore=restore))

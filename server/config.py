@@ -29,7 +29,7 @@ class ServiceConfig:
     # wait (so that slow compiles do not hold up the rest); the pool shrinks back once they are over.
     extra_workers: int = 1
     slow_compile_s: float = 2.0
-    # "module:function" taking (module, target=, num_warps=, num_stages=) and returning an object
+    # "module:function" taking (module, target=, options=CompileOptions) and returning an object
     # with `.asm` (stage -> text or bytes) and `.metadata` (a JSON-able dict).
     compiler: str = DEFAULT_COMPILER
     memory_entries: int = 4096

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from despina.compiler.ir.codec import IRDecodeError, key_bytes
+from despina.compiler.options import DEFAULTS, CompileOptions, OptionError
 from despina.runtime import inventory
 
 from . import execute, images
@@ -60,7 +61,6 @@ from .workers import CompilePool
 log = logging.getLogger("despina.server")
 TARGET = re.compile(r"sm_[0-9]{2,3}[a-z]?")
 MAX_SPECIALIZATION = 256
-WARPS = (1, 2, 4, 8, 16, 32)
 MAX_DRIVER_VERSION = 999_990
 PTX_CHECKS = 4096
 SIGNATURES = 1024
@@ -73,9 +73,7 @@ _SHARED_FAILURES: dict[str, type[ServiceError]] = {
 class CompileRequest:
     ir: bytes
     target: str = "sm_90"
-    num_warps: int = 4
-    num_stages: int = 3
-    debug: bool = False
+    options: CompileOptions = DEFAULTS
     specialization: Mapping[str, str] = field(default_factory=dict)
     # The client's CUDA driver (cuDriverGetVersion: 12080 is 12.8); 0 when unknown.
     driver_version: int = 0
@@ -207,10 +205,10 @@ class CompileService:
             raise InvalidArgument("the request carries no IR")
         if not TARGET.fullmatch(req.target):
             raise InvalidArgument(f"target {req.target[:40]!r} is not an architecture like 'sm_90'")
-        if req.num_warps not in WARPS:
-            raise InvalidArgument(f"num_warps must be one of {WARPS}, got {req.num_warps}")
-        if not 1 <= req.num_stages <= 16:
-            raise InvalidArgument(f"num_stages must be in [1, 16], got {req.num_stages}")
+        try:
+            req.options.check("the requested kernel")
+        except OptionError as e:
+            raise InvalidArgument(str(e)) from None
         if not 0 <= req.driver_version <= MAX_DRIVER_VERSION:
             raise InvalidArgument(f"driver_version must be cuDriverGetVersion's number (12080 for CUDA 12.8) or 0,"
                                   f" got {req.driver_version}")
@@ -221,7 +219,7 @@ class CompileService:
             ir = key_bytes(req.ir)
         except IRDecodeError as e:
             raise InvalidArgument(f"invalid IR: {e}") from None
-        return compile_key(ir, req.target, req.num_warps, req.num_stages, req.debug, spec, self.toolchain)
+        return compile_key(ir, req.target, req.options, spec, self.toolchain)
 
     async def compile(self, req: CompileRequest) -> CompileResponse:
         """A cubin and PTX for the request (PTX alone for a driver older than the toolchain), and the
@@ -394,7 +392,7 @@ class CompileService:
         self.metrics.in_flight.inc()
         try:
             with self.metrics.compile_seconds.time():
-                result = await self.pool.compile(req.ir, req.target, req.num_warps, req.num_stages)
+                result = await self.pool.compile(req.ir, req.target, req.options)
         except ServiceError as e:
             outcome = {"INVALID_ARGUMENT": "error", "DEADLINE_EXCEEDED": "timeout"}.get(e.code, "crash")
             self.metrics.compiles.labels(outcome).inc()
@@ -404,8 +402,8 @@ class CompileService:
         finally:
             self.metrics.in_flight.dec()
         self.metrics.compiles.labels("ok").inc()
-        metadata = dict(result["metadata"], target=req.target, num_warps=req.num_warps, num_stages=req.num_stages,
-                        debug=req.debug, compile_seconds=round(result["seconds"], 6))
+        metadata = dict(result["metadata"], target=req.target, **req.options.as_dict(),
+                        compile_seconds=round(result["seconds"], 6))
         entry = Entry(key, result["stages"], metadata)
         self.memory.put(entry)
         return entry
@@ -562,7 +560,7 @@ class CompileService:
             self.metrics.answers.labels(tier).inc()
             image = await self._respond(entry, tier, kernel.driver_version)
             binary = image.ptx.encode() if image.image_format == "ptx" else image.cubin
-            work = execute.job(sig, key, binary, image.metadata, kernel.num_warps, grid, values)
+            work = execute.job(sig, key, binary, image.metadata, kernel.options.num_warps, grid, values)
             ran = True  # from here on the GPU runner counts the outcome
             result = await self.gpu.run(work)
             sent = [a for a in req.args if isinstance(a, Buffer)]

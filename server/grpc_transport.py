@@ -19,6 +19,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from despina.proto import service_pb2 as pb
+from despina.proto.options import from_pb
 
 from . import access, auth
 from .core import CompileRequest, CompileResponse, CompileService, ExecuteRequest
@@ -43,9 +44,8 @@ def _parse(cls: type[M], data: bytes) -> M:
 
 
 def to_core(req: Any, default_target: str = "sm_90") -> CompileRequest:
-    o = req.options
-    return CompileRequest(req.ir, req.target or default_target, o.num_warps or 4, o.num_stages or 3, o.debug,
-                          dict(req.specialization), req.driver_version)
+    return CompileRequest(req.ir, req.target or default_target, from_pb(req.options), dict(req.specialization),
+                          req.driver_version)
 
 
 def argument(arg: Any) -> Argument:
@@ -73,7 +73,7 @@ def tune_argument(arg: Any) -> TuneArgument:
 
 
 def tune_request(req: Any) -> TuneRequest:
-    candidates = tuple(Candidate(c.ir, c.options.num_warps or 4, c.options.num_stages or 3, tuple(c.grid), c.label)
+    candidates = tuple(Candidate(c.ir, from_pb(c.options), tuple(c.grid), c.label)
                        for c in req.candidates)
     return TuneRequest(req.client_key, req.kernel, candidates, tuple(map(tune_argument, req.args)), tuple(req.restore),
                        req.target or "sm_90", req.device, req.driver_version, req.warmup_ms or 25.0, req.rep_ms or 100.0)

@@ -47,6 +47,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from despina.compiler.ir.types import SCALAR_NAMES
+from despina.compiler.options import DEFAULTS, MAX_MAXNREG, MAX_STAGES, MIN_MAXNREG, WARPS, CompileOptions
 
 from . import auth, http_body, http_docs, ui
 from .cache.entry import TEXT_STAGES
@@ -54,7 +55,6 @@ from .core import (
     MAX_DRIVER_VERSION,
     MAX_SPECIALIZATION,
     TARGET,
-    WARPS,
     CompileRequest,
     CompileResponse,
     CompileService,
@@ -85,16 +85,25 @@ class Body(BaseModel):
 Warps = Literal[WARPS]  # type: ignore[valid-type]
 
 
-class Options(Body):
-    num_warps: Warps = 4
-    num_stages: int = Field(default=3, ge=1, le=16)
-    debug: bool = False
+class OptionsBody(Body):
+    """`despina.compiler.options.CompileOptions` as JSON: its fields, defaults and limits."""
+
+    num_warps: Warps = DEFAULTS.num_warps
+    num_stages: int = Field(default=DEFAULTS.num_stages, ge=1, le=MAX_STAGES)
+    num_ctas: Literal[1] = Field(default=1, description="1 only: thread-block clusters are not implemented.")
+    maxnreg: int | None = Field(default=DEFAULTS.maxnreg, ge=MIN_MAXNREG, le=MAX_MAXNREG,
+                                description="The most registers a thread may use; null: ptxas chooses.")
+    enable_fp_fusion: bool = Field(default=DEFAULTS.enable_fp_fusion, description="Float mul + add may become fma.")
+    debug: bool = DEFAULTS.debug
+
+    def compile_options(self) -> CompileOptions:
+        return CompileOptions(**self.model_dump())
 
 
 class CompileBody(Body):
     ir: str = Field(description="A despina.ir.v1.Module (proto/ir.proto) as codec.encode writes it, base64-encoded.")
     target: str = Field("sm_90", pattern=f"^{TARGET.pattern}$", max_length=16, description="GPU architecture, e.g. sm_90.")
-    options: Options = Options()
+    options: OptionsBody = OptionsBody()
     specialization: dict[str, str] = Field(default_factory=dict, max_length=MAX_SPECIALIZATION)
     driver_version: int = Field(0, ge=0, le=MAX_DRIVER_VERSION, description=(
         "The client's CUDA driver as cuDriverGetVersion reports it (12080 is CUDA 12.8); 0 when unknown. A driver "
@@ -147,7 +156,7 @@ class ExecuteReply(BaseModel):
 
 class CandidateBody(Body):
     ir: str = Field(description="This config's kernel IR, base64-encoded (as /v1/compile's 'ir').")
-    options: Options = Options()
+    options: OptionsBody = OptionsBody()
     grid: list[Annotated[int, Field(ge=1)]] = Field(
         min_length=1, max_length=3, description="Programs along each axis for this config: 1 to 3 positive numbers.")
     label: str = Field("", max_length=MAX_LABEL, description="The config as the user wrote it.")
@@ -201,7 +210,8 @@ class KernelSummary(BaseModel):
     last_used: str = Field(description="When this daemon last answered with it (its disk file's time after a "
                            "restart), ISO 8601 in UTC.")
     hits: int = Field(description="Answers with it since this daemon started.")
-    options: dict[str, Any] = Field(description="num_warps, num_stages, debug.")
+    options: dict[str, Any] = Field(description="The compile options: num_warps, num_stages, num_ctas, maxnreg, "
+                                    "enable_fp_fusion, debug.")
     sizes: dict[str, int] = Field(description="Bytes of each stage: ir, gpuir, llir, ptx, sass, cubin.")
     tiers: list[str] = Field(description="This daemon's tiers holding it: memory, disk.")
     compile_seconds: float | None = Field(None, description="How long its compile took (null when not recorded).")
@@ -397,17 +407,15 @@ def create_app(service: CompileService, tokens: auth.Tokens | None = None, prote
 
     @app.post("/v1/compile", response_model=CompileReply, responses=ERRORS)
     async def compile(body: CompileBody, request: Request) -> CompileReply:
-        o = body.options
-        r = await service.compile(CompileRequest(_base64(body.ir, "'ir'"), body.target, o.num_warps, o.num_stages,
-                                                 o.debug, body.specialization, body.driver_version))
+        r = await service.compile(CompileRequest(_base64(body.ir, "'ir'"), body.target, body.options.compile_options(),
+                                                 body.specialization, body.driver_version))
         note(request, key=r.key, tier=r.tier)
         return _compiled(r)
 
     @app.post("/v1/execute", response_model=ExecuteReply, responses=ERRORS)
     async def execute(body: ExecuteBody, request: Request) -> ExecuteReply:
-        k, o = body.kernel, body.kernel.options
-        kernel = CompileRequest(_base64(k.ir, "'kernel.ir'"), k.target, o.num_warps, o.num_stages, o.debug,
-                                k.specialization)
+        k = body.kernel
+        kernel = CompileRequest(_base64(k.ir, "'kernel.ir'"), k.target, k.options.compile_options(), k.specialization)
         args = tuple(_argument(i, a) for i, a in enumerate(body.args))
         r = await service.execute(ExecuteRequest(kernel, tuple(body.grid), args))
         note(request, key=r.key, tier=r.tier)
@@ -460,8 +468,8 @@ def create_app(service: CompileService, tokens: auth.Tokens | None = None, prote
 
     @app.post("/v1/tune", response_model=TuneReply, responses=ERRORS)
     async def tune(body: TuneBody, request: Request) -> TuneReply:
-        candidates = tuple(Candidate(_base64(c.ir, f"candidate {i}'s 'ir'"), c.options.num_warps, c.options.num_stages,
-                                     tuple(c.grid), c.label) for i, c in enumerate(body.candidates))
+        candidates = tuple(Candidate(_base64(c.ir, f"candidate {i}'s 'ir'"), c.options.compile_options(), tuple(c.grid),
+                                     c.label) for i, c in enumerate(body.candidates))
         args = tuple(_tune_argument(i, a) for i, a in enumerate(body.args))
         r = await service.tuner.tune(TuneRequest(body.client_key, body.kernel, candidates, args, tuple(body.restore),
                                                  body.target, body.device, body.driver_version, body.warmup_ms,

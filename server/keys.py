@@ -1,6 +1,6 @@
 """The cache key: what a compiled kernel depends on, hashed.
 
-    key = compile_key(codec.key_bytes(ir_bytes), target="sm_90", num_warps=4, num_stages=3, debug=False,
+    key = compile_key(codec.key_bytes(ir_bytes), target="sm_90", options=CompileOptions(num_warps=8),
                       specialization={}, toolchain=toolchain())
 
 The IR's wire bytes are deterministic (`codec.encode`), so the same kernel gives the same key in
@@ -17,7 +17,9 @@ from collections.abc import Mapping
 from functools import cache
 from importlib import metadata
 
-KEY_VERSION = 3
+from despina.compiler.options import CompileOptions
+
+KEY_VERSION = 4  # 4: the options as CompileOptions.key(), every field
 _TOOLS = ("despina", "llvmlite", "nvidia-nvjitlink", "nvidia-nvjitlink-cu12", "cuda-bindings")
 
 
@@ -37,19 +39,16 @@ def toolchain(compiler: str) -> str:
 def compile_key(
     ir: bytes,
     target: str,
-    num_warps: int,
-    num_stages: int,
-    debug: bool,
+    options: CompileOptions,
     specialization: Mapping[str, str],
     toolchain: str,
 ) -> str:
-    """64 hex digits naming one compiled kernel; `ir` is the request's IR as `codec.key_bytes` gives it."""
+    """64 hex digits naming one compiled kernel; `ir` is the request's IR as `codec.key_bytes` gives it;
+    `options` count by every field (`CompileOptions.key`)."""
     header = {
         "v": KEY_VERSION,
         "target": target,
-        "num_warps": num_warps,
-        "num_stages": num_stages,
-        "debug": debug,
+        "options": options.key(),
         "specialization": sorted(specialization.items()),
         "toolchain": toolchain,
     }

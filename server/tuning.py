@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from despina.compiler.options import DEFAULTS, CompileOptions
 from despina.runtime.tunings import Tuning, from_json, is_key, tuning_key
 
 from . import execute
@@ -58,8 +59,7 @@ class Candidate:
     """One config as the client specialized it: the kernel's IR, its launch options and its grid."""
 
     ir: bytes
-    num_warps: int = 4
-    num_stages: int = 3
+    options: CompileOptions = DEFAULTS
     grid: tuple[int, ...] = (1,)
     label: str = ""
 
@@ -143,7 +143,7 @@ class Tuner:
     def _compile_request(c: Candidate, target: str, driver_version: int = 0) -> CompileRequest:
         from .core import CompileRequest
 
-        return CompileRequest(c.ir, target, c.num_warps, c.num_stages, driver_version=driver_version)
+        return CompileRequest(c.ir, target, c.options, driver_version=driver_version)
 
     async def _device(self) -> dict[str, Any] | None:
         """The GPU worker's device, None on a host without one."""
@@ -329,7 +329,7 @@ class Tuner:
                      info: dict[str, Any], budget: float) -> float:
         image = await self.service._respond(entry, "memory", int(info.get("driver_version") or 0))
         binary = image.ptx.encode() if image.image_format == "ptx" else image.cubin
-        work = execute.job(sig, ckey, binary, image.metadata, c.num_warps, execute.check_grid(c.grid), values)
+        work = execute.job(sig, ckey, binary, image.metadata, c.options.num_warps, execute.check_grid(c.grid), values)
         work["bench"] = {"warmup_ms": req.warmup_ms * budget, "rep_ms": req.rep_ms * budget, "restore": list(req.restore)}
         result = await self.service.gpu.run(work)
         ms = float(result["ms"])

@@ -5,7 +5,7 @@ one request and that one process: the pool kills it, starts a replacement and go
 
     pool = CompilePool(size=4, compiler="despina.compiler.backends.nvptx:compile_module", timeout_s=120)
     await pool.start()
-    result = await pool.compile(ir_bytes, target="sm_90", num_warps=4, num_stages=3)
+    result = await pool.compile(ir_bytes, target="sm_90", options=CompileOptions(num_warps=8))
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from despina.compiler import lifeline as lifeline_module
+from despina.compiler.options import CompileOptions
 
 from .errors import DeadlineExceeded, Internal, InvalidArgument, ResourceExhausted, ServiceError
 from .metrics import Metrics
@@ -52,7 +53,7 @@ def _run_job(compiler: Callable[..., Any], job: dict[str, Any]) -> dict[str, Any
     start = time.perf_counter()
     module = decode(job["ir"])
     job["name"] = module.functions[0].name if module.functions else "?"
-    kernel = compiler(module, target=job["target"], num_warps=job["num_warps"], num_stages=job["num_stages"])
+    kernel = compiler(module, target=job["target"], options=CompileOptions(**job["options"]))
     metadata = json.loads(json.dumps(dict(kernel.metadata), default=str))
     return {"stages": _stages(dict(kernel.asm)), "metadata": metadata, "seconds": time.perf_counter() - start}
 
@@ -267,10 +268,10 @@ class CompilePool:
         else:
             self._idle.put_nowait(worker)
 
-    async def compile(self, ir: bytes, target: str, num_warps: int, num_stages: int) -> dict[str, Any]:
+    async def compile(self, ir: bytes, target: str, options: CompileOptions) -> dict[str, Any]:
         """The worker's {"stages", "metadata", "seconds"}; `InvalidArgument` when the kernel does not
         compile, `Internal` when the worker died, `DeadlineExceeded` past the time-out."""
-        return await self.run({"ir": ir, "target": target, "num_warps": num_warps, "num_stages": num_stages})
+        return await self.run({"ir": ir, "target": target, "options": options.as_dict()})
 
     async def run(self, job: dict[str, Any]) -> dict[str, Any]:
         """What a worker answers for `job` (a compile, or one of intake.py's checks)."""

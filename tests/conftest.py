@@ -19,8 +19,9 @@ from language.reference import NUMPY, as_dtype, bf16_bits, bf16_from_bits
 import despina
 import despina.language as tl
 from despina.compiler.ir.core import Module
+from despina.compiler.options import CompileOptions
 from despina.frontend.codegen import generate_module
-from despina.jit import Options, TensorWrapper
+from despina.jit import TensorWrapper
 
 
 class Interpreter:
@@ -65,7 +66,7 @@ def device(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> I
 
 
 def _trace(kernel: despina.JITFunction, *args: Any, **kwargs: Any) -> Module:
-    options = Options(num_warps=kwargs.pop("num_warps", 4))
+    options = CompileOptions(num_warps=kwargs.pop("num_warps", 4))
     spec = kernel.specialize(kernel.bind(args, kwargs), options)
     module, _ = generate_module(kernel, spec.params, options.debug, spec.attrs)
     return module

@@ -170,7 +170,8 @@ def test_autotune_errors():
 
 def test_config():
     config = despina.Config({"BLOCK": 128, "GROUP": 8}, num_warps=8, num_stages=2)
-    assert config.all_kwargs() == {"BLOCK": 128, "GROUP": 8, "num_warps": 8, "num_stages": 2}
+    assert config.all_kwargs() == {"BLOCK": 128, "GROUP": 8, "num_warps": 8, "num_stages": 2, "num_ctas": 1}
+    assert despina.Config({}, maxnreg=64).all_kwargs()["maxnreg"] == 64
     assert repr(config) == "Config(BLOCK: 128, GROUP: 8, num_warps: 8, num_stages: 2)"
 
 

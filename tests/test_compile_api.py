@@ -20,7 +20,7 @@ import despina.language as tl
 from despina.compile_api import build_module, specialize
 from despina.compiler.ir.printer import print_module
 from despina.compiler.ir.types import PointerType, ScalarType, float32, int32
-from despina.jit import Options
+from despina.compiler.options import CompileOptions
 from despina.runtime import kernels
 from despina.signature import SignatureError, parse_entry
 
@@ -118,7 +118,7 @@ def test_module_is_the_one_the_jit_builds():
     """The tile IR of `compile` is the JIT's for a call with the same specialization."""
     x = np.zeros(2048, np.float32)
     assert x.ctypes.data % 16 == 0
-    options = Options(4, 3, False)
+    options = CompileOptions()
     spec = add_kernel.specialize(add_kernel.bind((x, x, x, 1024), {"BLOCK": 256}), options)
     jit_ir = print_module(add_kernel.ir(spec, options))
     params, attrs, _, _ = specialize(add_kernel, SIG, {"BLOCK": 256})
@@ -259,10 +259,10 @@ def test_launches_find_what_compile_kept(fresh_cache):
     """kernel[grid]'s compile path (kernels.binary) and despina.compile share one cache."""
     k = despina.compile(add_kernel, SIG, {"BLOCK": 256})
     x = np.zeros(2048, np.float32)
-    options = Options(4, 3, False)
+    options = CompileOptions()
     module = add_kernel.ir(add_kernel.specialize(add_kernel.bind((x, x, x, 1024), {"BLOCK": 256}), options), options)
     compiles = kernels.STATS["compile"]
-    assert kernels.binary(module, {"num_warps": 4, "num_stages": 3, "debug": False}, "sm_90").cubin == k.cubin
+    assert kernels.binary(module, CompileOptions(), "sm_90").cubin == k.cubin
     assert kernels.STATS["compile"] == compiles
 
 

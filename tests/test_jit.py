@@ -9,7 +9,7 @@ import pytest
 
 import despina
 import despina.language as tl
-from despina.jit import Options
+from despina.compiler.options import CompileOptions, OptionError
 
 jit_module = sys.modules["despina.jit"]
 
@@ -27,7 +27,7 @@ def unspecialized_kernel(x_ptr, out_ptr, n, scale, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, tl.load(x_ptr + offs) * scale + n)
 
 
-DEFAULT_OPTIONS = Options()
+DEFAULT_OPTIONS = CompileOptions()
 
 
 def spec_of(kernel, *args, options=DEFAULT_OPTIONS, **kwargs):
@@ -79,8 +79,10 @@ def test_constexprs_and_options_are_part_of_the_key():
     base = spec_of(copy_kernel, X, X, 5, 2, BLOCK=16).key
     assert spec_of(copy_kernel, X, X, 5, 2, BLOCK=32).key != base
     assert spec_of(copy_kernel, X, X, 7, 3, BLOCK=16).key == base
-    assert spec_of(copy_kernel, X, X, 5, 2, BLOCK=16, options=Options(num_warps=8)).key != base
-    assert spec_of(copy_kernel, X, X, 5, 2, BLOCK=16, options=Options(num_stages=2)).key != base
+    assert spec_of(copy_kernel, X, X, 5, 2, BLOCK=16, options=CompileOptions(num_warps=8)).key != base
+    assert spec_of(copy_kernel, X, X, 5, 2, BLOCK=16, options=CompileOptions(num_stages=2)).key != base
+    assert spec_of(copy_kernel, X, X, 5, 2, BLOCK=16, options=CompileOptions(maxnreg=64)).key != base
+    assert spec_of(copy_kernel, X, X, 5, 2, BLOCK=16, options=CompileOptions(enable_fp_fusion=False)).key != base
 
 
 @pytest.mark.parametrize(("value", "ty"), [(3, tl.int32), (-(2**31), tl.int32), (2**31, tl.int64), (-(2**40), tl.int64),
@@ -155,8 +157,8 @@ def test_changing_a_constexpr_global_recompiles(device, frontend_calls, monkeypa
 
 
 def test_options_reach_the_module(trace):
-    module = cached_kernel.ir(spec_of(cached_kernel, X, X, 3, BLOCK=16, options=Options(num_warps=2, num_stages=5)),
-                              Options(num_warps=2, num_stages=5))
+    module = cached_kernel.ir(spec_of(cached_kernel, X, X, 3, BLOCK=16, options=CompileOptions(num_warps=2, num_stages=5)),
+                              CompileOptions(num_warps=2, num_stages=5))
     assert module.attrs["num_warps"] == 2 and module.attrs["num_stages"] == 5
 
 
@@ -414,3 +416,11 @@ def test_a_non_contiguous_array_warns_once_per_kernel_and_argument_and_is_read_f
     assert "(shape (8, 8), strides (1, 8) in elements)" in str(strided[1].message)
     assert all((w.category, w.filename) == (RuntimeWarning, __file__) for w in strided)
     assert (strided[0].lineno, strided[1].lineno) == (line, line + 3)
+
+
+def test_launch_options_that_do_nothing_yet_are_refused(device):
+    with pytest.raises(OptionError, match=r"^kernel 'copy_kernel': num_ctas=2 is not supported: .* leave num_ctas at 1"):
+        copy_kernel[(1,)](X, X, 4, 1.0, BLOCK=4, num_ctas=2)
+    with pytest.raises(OptionError, match=r"^kernel 'copy_kernel': maxnreg=8 is out of range"):
+        copy_kernel[(1,)](X, X, 4, 1.0, BLOCK=4, maxnreg=8)
+    copy_kernel[(1,)](X, X, 4, 1.0, BLOCK=4, maxnreg=64, enable_fp_fusion=False, num_ctas=1)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from despina.compiler.ir.core import Module
+from despina.compiler.options import CompileOptions
 
 MAGIC = b"DESPINA-CACHE 1\n"
 
@@ -343,8 +344,9 @@ def ir_hash(module: Module) -> str:
     return module_hash(module)
 
 
-def cache_key(module: Module, options: dict[str, Any], target: str) -> str:
-    """The SHA-256 key of `module` compiled with `options` (num_warps, num_stages, debug) for `target`."""
-    parts = {"ir": ir_hash(module), "specialization": module.attrs, "options": options, "target": target,
-             "versions": toolchain()}
+def cache_key(module: Module, options: CompileOptions, target: str, driver_version: int = 0) -> str:
+    """The SHA-256 key of `module` compiled with `options` (every field: `CompileOptions.key`) for
+    `target`, answered for a CUDA driver of `driver_version` (0: any; see `kernels.binary`)."""
+    parts = {"ir": ir_hash(module), "specialization": module.attrs, "options": options.key(), "target": target,
+             "driver_version": driver_version, "versions": toolchain()}
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=repr).encode()).hexdigest()

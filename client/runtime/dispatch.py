@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from despina import arguments
 from despina.language.core import constexpr, unwrap
+from despina.specialization import LAUNCH_OPTIONS, Specialization
 
 from . import cache, driver, env, kernels, libcuda, pointers
 from .driver import LastLaunch
@@ -34,7 +35,8 @@ from .pointers import device_pointer, is_torch
 
 if TYPE_CHECKING:
     from despina.compiler.ir.core import Module
-    from despina.jit import JITFunction, Options, Specialization
+    from despina.compiler.options import CompileOptions
+    from despina.jit import JITFunction
 
 
 class _Addressed:
@@ -161,8 +163,6 @@ class Dispatcher:
 
     def slow(self, args: tuple[Any, ...], kwargs: dict[str, Any], grid: Any) -> None:
         """Bind, specialize, compile and load as needed, launch, and file the call for the fast path."""
-        from despina.jit import LAUNCH_OPTIONS
-
         self.slow_calls += 1
         fn = self.fn
         call_kwargs = dict(kwargs)
@@ -190,7 +190,7 @@ class Dispatcher:
         values = {n: addresses[n] if n in addresses else unwrap(bound[n]) for n in launcher.arg_names}
         launcher.launch(dims, values, stream_handle(stream))
 
-    def launcher(self, spec: Specialization, module: Module | None, options: Options, context: int,
+    def launcher(self, spec: Specialization, module: Module | None, options: CompileOptions, context: int,
                  device: driver.Device) -> Launcher:
         """The loaded kernel of `spec` in `context`: compiled (or found in a cache) and loaded once;
         `module` may be None when it is loaded already (`adopt`)."""
@@ -198,8 +198,7 @@ class Dispatcher:
         found = self.launchers.get(key)
         if found is None:
             assert module is not None
-            opts = {"num_warps": options.num_warps, "num_stages": options.num_stages, "debug": options.debug}
-            binary = kernels.binary(module, opts, device.target)
+            binary = kernels.binary(module, options, device.target)
             meta = binary.metadata
             function = device.load(binary.cubin, binary.name, int(meta.get("shared", 0)),
                                    int(meta.get("num_warps", options.num_warps)), context)
@@ -356,8 +355,6 @@ def make_launch(dispatcher: Dispatcher) -> tuple[Callable[..., Any], Callable[..
       any other call (a runtime argument by keyword, an unknown keyword, a missing or twice-given
       argument) goes through `_d_bind`, fn's signature, and a call it rejects to the slow path,
       which explains."""
-    from despina.jit import LAUNCH_OPTIONS
-
     fn, lib = dispatcher.fn, dispatcher.lib
     names = fn.arg_names
     if any(p.kind not in (p.POSITIONAL_OR_KEYWORD, p.POSITIONAL_ONLY) for p in fn.params) or any(

@@ -16,11 +16,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from despina.compiler.options import CompileOptions
+
 from .cache import Listed
 
 # The daemon's disk tier keeps Entry.created in the file's metadata under this name.
 CREATED = "despina.created"
-OPTIONS = ("num_warps", "num_stages", "debug")
+OPTIONS = CompileOptions.NAMES
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
 # A filter's bound: no cache is older than this (100 years), and larger numbers are typos.

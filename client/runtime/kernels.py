@@ -1,7 +1,7 @@
 """From optimized tile IR to a cubin: memory, then the disk cache, then the compiler (the daemon
 when one is configured, `despina.set_server` / DESPINA_SERVER, else the NVPTX backend in-process).
 
-    binary = kernels.binary(module, {"num_warps": 4, "num_stages": 3, "debug": False}, "sm_90a")
+    binary = kernels.binary(module, CompileOptions(num_warps=8), "sm_90a")
 
     binary, tier = kernels.local(module, options, "sm_90")   # in-process whatever the daemon: despina.compile
 
@@ -14,10 +14,10 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from despina.compiler.ir.core import Module
+from despina.compiler.options import CompileOptions
 
 from . import cache
 
@@ -28,14 +28,14 @@ STATS: Counter[str] = Counter()
 _MEMORY: dict[str, cache.Binary] = {}
 
 
-def binary(module: Module, options: dict[str, Any], target: str) -> cache.Binary:
+def binary(module: Module, options: CompileOptions, target: str) -> cache.Binary:
     """The compiled kernel of `module` for `target`: from memory, from disk (verified), or compiled now
     (on the daemon when one is configured) and stored in both."""
-    key = cache.cache_key(module, _keyed(options), target)
-    return _cached(key, lambda: compile_module(module, options, target), target)[0]
+    key = cache.cache_key(module, options, target, _driver_version())
+    return _cached(key, lambda: compile_binary(module, options, target), target)[0]
 
 
-def local(module: Module, options: dict[str, Any], target: str) -> tuple[cache.Binary, str]:
+def local(module: Module, options: CompileOptions, target: str) -> tuple[cache.Binary, str]:
     """As `binary`, compiled by the NVPTX backend in this process even when a daemon is configured (for
     `despina.compile` when no daemon answers), and where it came from: "memory", "disk" or "compiled"."""
     key = cache.cache_key(module, options, target)
@@ -61,12 +61,12 @@ def _cached(key: str, compile: Callable[[], cache.Binary], target: str) -> tuple
     return found, tier
 
 
-def prepare(items: list[tuple[Module, dict[str, Any], str]], done: Callable[[int, str | None], None]) -> list[str | None]:
+def prepare(items: list[tuple[Module, CompileOptions, str]], done: Callable[[int, str | None], None]) -> list[str | None]:
     """Compile every (module, options, target) not already cached, at once in worker processes (one per
     core, at most one per kernel), into memory and the disk cache, so that `binary` finds them; call
     `done(i, error)` as each is ready. Each item's error message, or None. In-process (the daemon's
     Tune does this for the daemon) only: without a daemon configured."""
-    keys = [cache.cache_key(m, _keyed(o), t) for m, o, t in items]
+    keys = [cache.cache_key(m, o, t, _driver_version()) for m, o, t in items]
     disk = cache.default_cache()
     errors: list[str | None] = [None] * len(items)
     missing = []
@@ -115,11 +115,11 @@ def _worker_start() -> None:
     os.environ["DESPINA_LLVM_ISOLATE"] = "0"  # the worker process is the isolation already
 
 
-def _compile_job(ir: bytes, options: dict[str, Any], target: str) -> tuple[str, bytes, dict[str, Any], dict[str, str]]:
+def _compile_job(ir: bytes, options: CompileOptions, target: str) -> tuple[str, bytes, dict[str, Any], dict[str, str]]:
     from despina.compiler.ir.codec import decode
 
     module = decode(ir)
-    b = compile_module(module, options, target)
+    b = compile_binary(module, options, target)
     return b.name, b.cubin, b.metadata, b.asm
 
 
@@ -134,31 +134,31 @@ def prestart(target: str | None = None) -> None:
         return
     try:
         from despina.compiler.backends.nvptx import isolate
-    except ImportError:  # no backend: compile_module explains
+    except ImportError:  # no backend: _backend explains
         return
     isolate.prestart(target)
 
 
-def _keyed(options: dict[str, Any]) -> dict[str, Any]:
-    """The options as the key covers them: with a daemon, this host's CUDA driver too, for the daemon
-    answers a cubin or, for a driver older than its toolchain, PTX (kept as the entry's image)."""
+def _driver_version() -> int:
+    """What the key covers beside the options: with a daemon, this host's CUDA driver (0 without one),
+    for the daemon answers a cubin or, for a driver older than its toolchain, PTX (kept as the entry's
+    image); 0 in-process."""
     from despina import remote
 
     if remote.server() is None:
-        return options
+        return 0
     from . import driver
 
-    version = driver.version()
-    return dict(options, driver_version=version) if version else options
+    return driver.version()
 
 
-def compile_module(module: Module, options: dict[str, Any], target: str) -> cache.Binary:
+def compile_binary(module: Module, options: CompileOptions, target: str) -> cache.Binary:
     """Compile on the daemon or run the NVPTX backend; the Binary keeps the cubin, JSON-ready metadata
     and every stage's text the compiler returned."""
     from despina import remote
 
     if remote.server() is not None:
-        return from_remote(remote.compile_remote(module, SimpleNamespace(**options), target), module.kernel.name)
+        return from_remote(remote.compile_remote(module, options, target), module.kernel.name)
     return _backend(module, options, target)
 
 
@@ -169,7 +169,7 @@ def from_remote(got: RemoteKernel, name: str) -> cache.Binary:
     return cache.Binary(str(meta.pop("name", name)), bytes(got.image), meta, {"ptx": got.ptx})
 
 
-def _backend(module: Module, options: dict[str, Any], target: str) -> cache.Binary:
+def _backend(module: Module, options: CompileOptions, target: str) -> cache.Binary:
     """The NVPTX backend's kernel, compiled in this process."""
     name = module.kernel.name
     try:
@@ -177,7 +177,7 @@ def _backend(module: Module, options: dict[str, Any], target: str) -> cache.Bina
     except ImportError as exc:
         raise RuntimeError(f"kernel '{name}': the NVPTX backend cannot be imported ({exc}); install "
                            "'despina[compiler]', or set DESPINA_INTERPRET=1 to run it in the interpreter") from None
-    compiled = backend(module, target=target, num_warps=options["num_warps"], num_stages=options["num_stages"])
+    compiled = backend(module, target, options)
     metadata = _json(compiled.metadata)
     return cache.Binary(str(metadata.pop("name", name)), compiled.cubin, metadata,
                         {stage: text for stage, text in compiled.asm.items() if isinstance(text, str)})

@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 
 from despina.compiler.ir.core import Module
-from despina.jit import Options, build_module
+from despina.compiler.options import CompileOptions
+from despina.jit import build_module
 
 KERNEL = '''\
 import despina
@@ -41,6 +42,6 @@ def load_kernel(folder: Path, text: str = KERNEL) -> Any:
 
 def traced(kernel: Any, block: int = 256) -> Module:
     x = np.zeros(1024, np.float32)
-    options = Options(num_warps=4)
+    options = CompileOptions(num_warps=4)
     spec = kernel.specialize(kernel.bind((x, x, 1024), {"BLOCK": block}), options)
     return build_module(kernel, spec.params, spec.attrs, False)[0]

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from despina.compiler.ir.core import Module
+from despina.compiler.options import CompileOptions
 from despina.runtime import driver, kernels, libcuda
 from despina.runtime.cache import Binary
 
@@ -147,10 +148,10 @@ class FakeGPU:
     device: FakeDevice
     compiled: list[str]
 
-    def kernel_binary(self, module: Module, options: dict[str, Any], target: str) -> Binary:
+    def kernel_binary(self, module: Module, options: CompileOptions, target: str) -> Binary:
         self.compiled.append(module.kernel.name)
         return Binary(module.kernel.name, b"\x7fELF fake cubin " + module.kernel.name.encode(),
-                      {"shared": 0, "num_warps": options["num_warps"]}, {"ptx": "// fake"})
+                      {"shared": 0, "num_warps": options.num_warps}, {"ptx": "// fake"})
 
 
 @pytest.fixture
@@ -160,7 +161,7 @@ def gpu(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> FakeGPU:
     monkeypatch.setattr(libcuda, "_LIB", fake.lib)
     monkeypatch.setattr(driver, "current_context", lambda: fake.lib.context)
     monkeypatch.setattr(driver, "context_device", lambda context: fake.device)
-    monkeypatch.setattr(kernels, "compile_module", fake.kernel_binary)
+    monkeypatch.setattr(kernels, "compile_binary", fake.kernel_binary)
     monkeypatch.setattr(kernels, "_MEMORY", {})
     monkeypatch.setenv("DESPINA_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("DESPINA_INTERPRET", raising=False)

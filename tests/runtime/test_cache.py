@@ -19,12 +19,12 @@ import pytest
 import despina
 import despina.language as tl
 from despina.compiler.ir.core import Module
-from despina.jit import Options
+from despina.compiler.options import CompileOptions
 from despina.runtime import cache, kernels
 from despina.runtime.cache import Binary, FileCache
 
 KEY = "ab" + "0" * 62
-OPTIONS = {"num_warps": 4, "num_stages": 3, "debug": False}
+OPTIONS = CompileOptions()
 
 
 @despina.jit
@@ -35,8 +35,8 @@ def copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
 
 def module(block: int = 128, n: int = 64) -> Module:
     x = np.zeros(n, np.float32)
-    spec = copy.specialize(copy.bind((x, x, n), {"BLOCK": block}), Options())
-    return copy.ir(spec, Options())
+    spec = copy.specialize(copy.bind((x, x, n), {"BLOCK": block}), CompileOptions())
+    return copy.ir(spec, CompileOptions())
 
 
 def binary(seed: int, size: int = 1000) -> Binary:
@@ -136,11 +136,14 @@ def test_key_is_content_addressed() -> None:
     others = {
         cache.cache_key(module(block=256), OPTIONS, "sm_90"),
         cache.cache_key(module(n=65), OPTIONS, "sm_90"),  # n % 16 != 0: another specialization
-        cache.cache_key(module(), {**OPTIONS, "num_warps": 8}, "sm_90"),
-        cache.cache_key(module(), {**OPTIONS, "num_stages": 2}, "sm_90"),
+        cache.cache_key(module(), OPTIONS.replace(num_warps=8), "sm_90"),
+        cache.cache_key(module(), OPTIONS.replace(num_stages=2), "sm_90"),
+        cache.cache_key(module(), OPTIONS.replace(maxnreg=64), "sm_90"),
+        cache.cache_key(module(), OPTIONS.replace(enable_fp_fusion=False), "sm_90"),
         cache.cache_key(module(), OPTIONS, "sm_90a"),
+        cache.cache_key(module(), OPTIONS, "sm_90", driver_version=12080),
     }
-    assert a not in others and len(others) == 5
+    assert a not in others and len(others) == 8
 
 
 def test_key_depends_on_the_toolchain(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -225,11 +228,11 @@ def compiles(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[str]:
     """A counting stand-in for the backend, and an empty cache."""
     calls: list[str] = []
 
-    def compile_module(m: Module, options: dict[str, Any], target: str) -> Binary:
+    def compile_module(m: Module, options: CompileOptions, target: str) -> Binary:
         calls.append(target)
         return binary(7)
 
-    monkeypatch.setattr(kernels, "compile_module", compile_module)
+    monkeypatch.setattr(kernels, "compile_binary", compile_module)
     monkeypatch.setattr(kernels, "prestart", lambda target=None: None)  # no LLVM worker for a stand-in
     monkeypatch.setattr(kernels, "_MEMORY", {})
     monkeypatch.setattr(kernels, "STATS", Counter())
@@ -282,14 +285,14 @@ def test_a_configured_daemon_compiles(monkeypatch: pytest.MonkeyPatch, tmp_path:
 
 def test_a_miss_starts_the_llvm_worker_before_compiling(compiles: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     events: list[str] = []
-    stand_in = kernels.compile_module
+    stand_in = kernels.compile_binary
 
-    def compile_module(m: Module, options: dict[str, Any], target: str) -> Binary:
+    def compile_module(m: Module, options: CompileOptions, target: str) -> Binary:
         events.append(f"compile {target}")
         return stand_in(m, options, target)
 
     monkeypatch.setattr(kernels, "prestart", lambda target=None: events.append(f"prestart {target}"))
-    monkeypatch.setattr(kernels, "compile_module", compile_module)
+    monkeypatch.setattr(kernels, "compile_binary", compile_module)
     m = module()
     kernels.binary(m, OPTIONS, "sm_90a")
     kernels.binary(m, OPTIONS, "sm_90a")  # memory

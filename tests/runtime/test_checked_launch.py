@@ -16,7 +16,7 @@ import despina.language as tl
 from despina.compiler.errors import KernelRuntimeError
 from despina.runtime import KernelFaultError, OutOfResourcesError, driver, kernels, launcher, libcuda, packing
 from despina.runtime.cache import Binary
-from despina.runtime.kernels import compile_module as backend_compile
+from despina.runtime.kernels import compile_binary as backend_compile
 from despina.runtime.launcher import ASSERT_GLOBAL, ASSERT_RECORD, CheckedLaunch, assert_error
 
 from .conftest import CudaArray, FakeCuda, FakeGPU, put
@@ -87,7 +87,7 @@ def with_metadata(gpu: FakeGPU, monkeypatch: pytest.MonkeyPatch, **extra: Any) -
         binary = gpu.kernel_binary(module, options, target)
         return Binary(binary.name, binary.cubin, {**binary.metadata, **extra}, binary.asm)
 
-    monkeypatch.setattr(kernels, "compile_module", compile_module)
+    monkeypatch.setattr(kernels, "compile_binary", compile_module)
 
 
 def test_other_kernels_launch_through_libcuda_itself(gpu: FakeGPU, fake: FakeDriver,
@@ -134,7 +134,7 @@ def test_a_failed_assert_raises_from_its_launch_and_the_next_launch_runs(gpu: Fa
     """With the real backend's metadata: the message is the interpreter's, word for word."""
     pytest.importorskip("llvmlite")
     pytest.importorskip("cuda.bindings.nvjitlink")
-    monkeypatch.setattr(kernels, "compile_module", backend_compile)
+    monkeypatch.setattr(kernels, "compile_binary", backend_compile)
     k, x = despina.jit(checked.fn, debug=True), CudaArray(0x1000, (16,), "int32")
     k[(1,)](x, 10, N=16)
     assert fake.syncs == [0] and fake.clears == 0 and fake.flushes == 0

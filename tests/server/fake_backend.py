@@ -20,6 +20,7 @@ from typing import Any
 from despina.compiler.backends.errors import BackendError
 from despina.compiler.ir.core import Module
 from despina.compiler.ir.printer import print_module
+from despina.compiler.options import DEFAULTS, CompileOptions
 
 
 @dataclass
@@ -28,8 +29,9 @@ class FakeKernel:
     metadata: dict[str, Any]
 
 
-def compile_module(module: Module, target: str = "sm_90", num_warps: int = 4, num_stages: int = 3) -> FakeKernel:
+def compile_module(module: Module, target: str = "sm_90", options: CompileOptions = DEFAULTS) -> FakeKernel:
     name = module.kernel.name
+    num_warps = options.num_warps
     if "fake_sleep" in module.attrs:
         time.sleep(float(module.attrs["fake_sleep"]))
     if "fake_alloc" in module.attrs:  # as a huge kernel would: bytes held while compiling

@@ -2,7 +2,7 @@
 cubin, byte for byte, as the kernel compiled in this process.
 
 `check(module, options)` compiles `module` in-process with the NVPTX backend, then through the
-daemon as a user's launch does (`runtime.kernels.compile_module` with DESPINA_SERVER set and
+daemon as a user's launch does (`runtime.kernels.compile_binary` with DESPINA_SERVER set and
 DESPINA_SERVER_REQUIRED=1, so nothing falls back to in-process), once per transport. A kernel the
 daemon refuses is a failure naming the kernel and quoting the daemon (which names the op and the
 attribute it objects to). `check_every_module(monkeypatch, daemon)` does it for every module that
@@ -20,6 +20,7 @@ import pytest
 
 from despina.compiler.ir.core import Module
 from despina.compiler.ir.printer import print_module
+from despina.compiler.options import CompileOptions
 from despina.jit import JITFunction
 from despina.remote import RemoteError
 from despina.runtime import kernels
@@ -27,7 +28,7 @@ from despina.runtime import kernels
 from .conftest import Daemon
 
 TARGET = "sm_90"
-_CHECKED: set[tuple[str, int, int]] = set()
+_CHECKED: set[tuple[str, CompileOptions]] = set()
 
 
 @contextmanager
@@ -44,9 +45,9 @@ def _server(url: str) -> Iterator[None]:
                 os.environ[k] = v
 
 
-def check(module: Module, options: dict[str, Any], daemon: Daemon) -> None:
+def check(module: Module, options: CompileOptions, daemon: Daemon) -> None:
     """`module` gives the same cubin in-process and through `daemon` on both transports."""
-    key = (print_module(module, locs=False), options["num_warps"], options["num_stages"])
+    key = (print_module(module, locs=False), options)
     if key in _CHECKED:
         return
     name = module.kernel.name
@@ -55,7 +56,7 @@ def check(module: Module, options: dict[str, Any], daemon: Daemon) -> None:
     for url in (daemon.grpc, daemon.http):
         with _server(url):
             try:
-                remote = kernels.compile_module(module, options, TARGET)
+                remote = kernels.compile_binary(module, options, TARGET)
             except RemoteError as e:
                 pytest.fail(f"kernel '{name}'{where} compiles in-process but the daemon at {url} refuses it: {e}")
         assert remote.metadata.get("image_format", "cubin") == "cubin", f"kernel '{name}': {url} answered PTX"
@@ -71,8 +72,7 @@ def check_every_module(monkeypatch: pytest.MonkeyPatch, daemon: Daemon) -> None:
 
     def ir_and_parity(self: JITFunction, spec: Any, options: Any) -> Any:
         module = build(self, spec, options)
-        check(module, {"num_warps": options.num_warps, "num_stages": options.num_stages, "debug": options.debug},
-              daemon)
+        check(module, options, daemon)
         return module
 
     monkeypatch.setattr(JITFunction, "ir", ir_and_parity)

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from despina.compiler.ir.codec import encode
+from despina.compiler.options import CompileOptions
 from despina.server import execute
 from despina.server.cache.redis_tier import name as redis_name
 from despina.server.core import CompileRequest, CompileService, ExecuteRequest
@@ -28,7 +29,7 @@ from .kernels import vector_add, vector_add_ir
 
 
 def test_tiers_memory_redis_compiled(shared_redis: RedisProcess) -> None:
-    req = CompileRequest(vector_add_ir(salt=unique()), target="sm_80", num_warps=8)
+    req = CompileRequest(vector_add_ir(salt=unique()), target="sm_80", options=CompileOptions(num_warps=8))
 
     async def first(service: CompileService) -> list[str]:
         a = await service.compile(req)
@@ -123,7 +124,8 @@ def test_bad_input_is_a_clear_error() -> None:
             (CompileRequest(encode(bad)), InvalidArgument, "failed verification"),
             (CompileRequest(b"\0" * (2 << 20)), ResourceExhausted, "at most"),
             (CompileRequest(good, target="x86"), InvalidArgument, "target"),
-            (CompileRequest(good, num_warps=3), InvalidArgument, "num_warps"),
+            (CompileRequest(good, options=CompileOptions(num_warps=3)), InvalidArgument, "num_warps=3 is not one of"),
+            (CompileRequest(good, options=CompileOptions(num_ctas=2)), InvalidArgument, "num_ctas=2 is not supported"),
             (CompileRequest(vector_add_ir(salt=unique(), fake_fail=True)), InvalidArgument, "refuses"),
         ]
         for req, error, text in cases:

@@ -18,6 +18,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from despina.compiler.ir.codec import encode
+from despina.compiler.options import DEFAULTS, CompileOptions
 from despina.proto import service_pb2 as pb
 from despina.proto import service_pb2_grpc
 from despina.server import execute
@@ -68,6 +69,24 @@ def test_compile_artifact_stats(daemon: Daemon) -> None:
     assert stats.compiles >= 1 and stats.hits["memory"] >= 1 and stats.redis_connected
     code, _ = status_of(lambda: s.GetArtifact(pb.GetArtifactRequest(key="0" * 64, stage="ptx")))
     assert code == grpc.StatusCode.NOT_FOUND
+
+
+def test_every_compile_option_crosses_the_wire(daemon: Daemon) -> None:
+    """Unset fields are the defaults; set ones reach the metadata and the key; a refused one is INVALID_ARGUMENT."""
+    s = stub(daemon)
+    ir = vector_add_ir(salt=unique())
+    plain = s.Compile(pb.CompileRequest(ir=ir, target="sm_80"))
+    assert {k: v for k, v in json.loads(plain.metadata_json).items() if k in CompileOptions.NAMES} == DEFAULTS.as_dict()
+    keys = {plain.key}
+    for options, field in ((pb.CompileOptions(maxnreg=32), ("maxnreg", 32)),
+                           (pb.CompileOptions(enable_fp_fusion=False), ("enable_fp_fusion", False)),
+                           (pb.CompileOptions(enable_fp_fusion=True), ("enable_fp_fusion", True))):
+        got = s.Compile(pb.CompileRequest(ir=ir, target="sm_80", options=options))
+        assert json.loads(got.metadata_json)[field[0]] == field[1]
+        keys.add(got.key)
+    assert len(keys) == 3  # enable_fp_fusion=True is the default: the same kernel as `plain`
+    code, message = status_of(lambda: s.Compile(pb.CompileRequest(ir=ir, options=pb.CompileOptions(num_ctas=2))))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "num_ctas=2 is not supported" in message
 
 
 def test_health_and_reflection(daemon: Daemon) -> None:

@@ -9,6 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
+from despina.compiler.options import CompileOptions
+
 from .conftest import Daemon, unique
 from .kernels import vector_add_ir
 from .test_grpc import guarded  # noqa: F401  (fixture)
@@ -135,8 +137,7 @@ def test_kernel_listing_filters_and_entries(daemon: Daemon) -> None:
         key = http.post("/v1/compile", json=body(vector_add_ir(name=name, salt=unique()), target="sm_86")).json()["key"]
         http.post("/v1/compile", json=body(vector_add_ir(name=name, salt=unique()), target="sm_80"))
         (mine,) = http.get("/v1/kernels", params={"name": f"{name[:6]}*", "target": "sm_86", "since": "1h"}).json()
-        assert mine["key"] == key and mine["hits"] == 1 and mine["options"] == {"num_warps": 4, "num_stages": 3,
-                                                                                 "debug": False}
+        assert mine["key"] == key and mine["hits"] == 1 and mine["options"] == CompileOptions().as_dict()
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", mine["created"]) and mine["last_used"] >= mine["created"]
         assert set(mine["tiers"]) == {"memory", "disk"}
         assert http.get("/v1/kernels", params={"name": name, "since": "2099-01-01T00:00:00Z"}).json() == []
@@ -177,11 +178,15 @@ def test_delete_needs_the_token(guarded: Daemon) -> None:  # noqa: F811
 def test_the_schema_is_as_strict_as_the_daemon(daemon: Daemon) -> None:
     with httpx.Client(base_url=daemon.http, timeout=30) as http:
         schema = http.get("/openapi.json").json()["components"]["schemas"]
-        assert schema["Options"]["properties"]["num_warps"]["enum"] == [1, 2, 4, 8, 16, 32]
-        assert all(schema[m]["additionalProperties"] is False for m in ("CompileBody", "Options", "ExecuteBody", "TuneBody"))
+        assert schema["OptionsBody"]["properties"]["num_warps"]["enum"] == [1, 2, 4, 8, 16, 32]
+        assert all(schema[m]["additionalProperties"] is False for m in ("CompileBody", "OptionsBody", "ExecuteBody", "TuneBody"))
         r = http.post("/v1/compile", json={**body(vector_add_ir()), "num_warps": 8})  # belongs in options
         assert r.status_code == 422 and r.json()["error"]["message"] == "body.num_warps: Extra inputs are not permitted (got 8)"
         r = http.post("/v1/compile", json={**body(vector_add_ir()), "options": {"num_warps": 3}})
         assert r.status_code == 422 and r.json()["error"]["message"].startswith("body.options.num_warps: Input should be 1")
+        r = http.post("/v1/compile", json={**body(vector_add_ir()), "options": {"num_ctas": 2}})
+        assert r.status_code == 422 and r.json()["error"]["message"].startswith("body.options.num_ctas: Input should be 1")
+        r = http.post("/v1/compile", json={**body(vector_add_ir()), "options": {"maxnreg": 300}})
+        assert r.status_code == 422 and "body.options.maxnreg: Input should be less than or equal to 255" in r.text
         r = http.post("/v1/tune", json={"client_key": "k", "warmup_ms": 0})
         assert r.status_code == 422 and "body.client_key: String should match" in r.json()["error"]["message"]

@@ -35,7 +35,7 @@ from language.test_shape import *  # noqa: F403
 
 import despina
 import despina.language as tl
-from despina.jit import Options
+from despina.compiler.options import CompileOptions
 
 from .conftest import Daemon, RedisProcess
 from .parity import check_every_module
@@ -89,11 +89,11 @@ def test_benchmark_kernels(device: Interpreter) -> None:
     k: Any = benchmark_kernels()
     f32, f16, n = np.zeros(8, np.float32), np.zeros(8, np.float16), np.int32(4096)
     bf16 = despina.reinterpret(np.zeros(8, np.uint16), tl.bfloat16)
-    cases: list[tuple[Any, tuple[Any, ...], dict[str, int], Options]] = [
-        (k.add_kernel, (f32, f32, f32, n), {"BLOCK_SIZE": 1024}, Options(num_warps=4)),
-        (k.tiny_kernel, (f32,), {}, Options(num_warps=1)),
-        (k.softmax_kernel, (f32, f32, n, n, n), {"BLOCK_SIZE": 4096}, Options(num_warps=16)),
-        (k.layer_norm_kernel, (f16, f16, f16, f16, n, n, 1e-5), {"BLOCK_SIZE": 4096}, Options(num_warps=8)),
+    cases: list[tuple[Any, tuple[Any, ...], dict[str, int], CompileOptions]] = [
+        (k.add_kernel, (f32, f32, f32, n), {"BLOCK_SIZE": 1024}, CompileOptions(num_warps=4)),
+        (k.tiny_kernel, (f32,), {}, CompileOptions(num_warps=1)),
+        (k.softmax_kernel, (f32, f32, n, n, n), {"BLOCK_SIZE": 4096}, CompileOptions(num_warps=16)),
+        (k.layer_norm_kernel, (f16, f16, f16, f16, n, n, 1e-5), {"BLOCK_SIZE": 4096}, CompileOptions(num_warps=8)),
     ]
     one = np.int32(1)
     tables = runpy.run_path(str(BENCHMARKS / "gpu.py"))
@@ -103,6 +103,20 @@ def test_benchmark_kernels(device: Interpreter) -> None:
     products += [(k.matmul_int8_kernel, i8, i32, config) for config in tables["INT8_CONFIGS"]]
     for kernel, a, c, (bm, bn, bk, warps, stages) in products:
         cases.append((kernel, (a, a, c, n, n, n, n, one, n, one, n, one),
-                      {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, Options(num_warps=warps, num_stages=stages)))
+                      {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, CompileOptions(num_warps=warps, num_stages=stages)))
     for kernel, args, meta, options in cases:
         kernel.ir(kernel.specialize(kernel.bind(args, meta), options), options)  # checked by `device`
+
+
+@despina.jit
+def _axpy(x_ptr, y_ptr, out_ptr, a, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, a * tl.load(x_ptr + offs) + tl.load(y_ptr + offs))
+
+
+@pytest.mark.parametrize("options", [CompileOptions(maxnreg=32), CompileOptions(enable_fp_fusion=False),
+                                     CompileOptions(num_warps=2, num_stages=2, debug=True)], ids=repr)
+def test_compile_options_reach_the_daemon(device: Interpreter, options: CompileOptions) -> None:
+    """Each option that changes the binary crosses both transports: the daemon's cubin is the in-process one."""
+    x = np.zeros(128, np.float32)
+    _axpy.ir(_axpy.specialize(_axpy.bind((x, x, x, 2.0), {"BLOCK": 128}), options), options)  # checked by `device`

@@ -18,7 +18,7 @@ import pytest
 
 import despina
 from despina import remote
-from despina.jit import Options
+from despina.compiler.options import CompileOptions
 from despina.proto import service_pb2 as pb
 from despina.runtime import cache, driver, kernels
 from despina.server import images
@@ -30,7 +30,7 @@ from .kernels import vector_add, vector_add_ir
 from .test_grpc import status_of, stub
 
 PTX = ".version 8.7\n.target {target}\n.address_size 64\n\n.visible .entry k()\n{{\n{body}\n\tret;\n}}\n"
-OPTIONS = {"num_warps": 4, "num_stages": 3, "debug": False}
+OPTIONS = CompileOptions()
 has_nvjitlink = images.nvjitlink_release() is not None
 
 
@@ -184,14 +184,14 @@ def client(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
 def test_compile_remote_by_driver(daemon: Daemon, scheme: str, client: None) -> None:
     despina.set_server(daemon.grpc if scheme == "grpc" else daemon.http)
     module = vector_add(salt=unique())
-    old = remote.compile_remote(module, Options(), target="sm_90", driver_version=12060)
+    old = remote.compile_remote(module, CompileOptions(), target="sm_90", driver_version=12060)
     assert old.image_format == "ptx" and old.cubin == b"" and old.image == old.ptx.encode()
     assert ".version 8.5" in old.ptx and old.metadata["service"]["tier"] == "compiled"
-    new = remote.compile_remote(module, Options(), target="sm_90", driver_version=13000)
+    new = remote.compile_remote(module, CompileOptions(), target="sm_90", driver_version=13000)
     assert new.image_format == "cubin" and new.image == new.cubin != b""
     assert new.metadata["service"]["tier"] == "memory"  # the same cached kernel
     with pytest.raises(remote.RemoteError) as info:
-        remote.compile_remote(module, Options(), target="sm_90a", driver_version=11080)
+        remote.compile_remote(module, CompileOptions(), target="sm_90a", driver_version=11080)
     assert info.value.code == "FAILED_PRECONDITION" and "11.8" in info.value.message
 
 
@@ -204,7 +204,7 @@ def test_runtime_keeps_the_ptx_image(daemon: Daemon, scheme: str, client: None, 
     monkeypatch.setattr(driver, "_VERSION", 12060)
     got = kernels.binary(module, OPTIONS, "sm_90")
     assert driver.is_ptx(got.cubin) and b".version 8.5" in got.cubin and got.metadata["image_format"] == "ptx"
-    key = cache.cache_key(module, dict(OPTIONS, driver_version=12060), "sm_90")
+    key = cache.cache_key(module, OPTIONS, "sm_90", driver_version=12060)
     assert cache.default_cache().get(key) == got
     monkeypatch.setattr(kernels, "_MEMORY", {})
     before = kernels.STATS["disk"]
@@ -213,7 +213,7 @@ def test_runtime_keeps_the_ptx_image(daemon: Daemon, scheme: str, client: None, 
     monkeypatch.setattr(driver, "_VERSION", 12080)
     current = kernels.binary(module, OPTIONS, "sm_90")
     assert not driver.is_ptx(current.cubin) and current.metadata["image_format"] == "cubin"
-    assert cache.default_cache().get(cache.cache_key(module, dict(OPTIONS, driver_version=12080), "sm_90")) == current
+    assert cache.default_cache().get(cache.cache_key(module, OPTIONS, "sm_90", driver_version=12080)) == current
 
 
 def test_compile_ahead_of_time_on_the_daemon(daemon: Daemon, client: None, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from despina.compiler.options import CompileOptions
 from despina.server import images
 from despina.server.config import ServiceConfig
 from despina.server.core import CompileRequest, CompileService
@@ -22,7 +23,7 @@ def test_vector_add_compiles_to_a_cubin() -> None:
         service = CompileService(ServiceConfig(workers=1))
         await service.start()
         try:
-            r = await service.compile(CompileRequest(vector_add_ir(256), target="sm_90", num_warps=4))
+            r = await service.compile(CompileRequest(vector_add_ir(256), target="sm_90", options=CompileOptions(num_warps=4)))
             assert r.tier == "compiled" and r.cubin.startswith(b"\x7fELF")
             assert ".entry add_kernel" in r.ptx and r.metadata["name"] == "add_kernel"
             assert {"ir", "gpuir", "llir", "ptx", "cubin"} <= set(service.memory.get(r.key).stages)

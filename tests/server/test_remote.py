@@ -12,7 +12,7 @@ import pytest
 
 import despina
 from despina import remote
-from despina.jit import Options
+from despina.compiler.options import CompileOptions
 
 from .conftest import Daemon, free_port, unique
 from .kernels import vector_add
@@ -32,9 +32,9 @@ def fresh_client(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 def test_compile_remote(daemon: Daemon, scheme: str) -> None:
     despina.set_server(daemon.grpc if scheme == "grpc" else daemon.http)
     module = vector_add(salt=unique())
-    cubin, ptx, metadata = remote.compile_remote(module, Options(num_warps=2), target="sm_90")
+    cubin, ptx, metadata = remote.compile_remote(module, CompileOptions(num_warps=2), target="sm_90")
     assert metadata["service"]["tier"] == "compiled" and metadata["num_warps"] == 2 and cubin and "add_kernel" in ptx
-    again = remote.compile_remote(module, Options(num_warps=2), target="sm_90")
+    again = remote.compile_remote(module, CompileOptions(num_warps=2), target="sm_90")
     assert again.metadata["service"]["tier"] == "memory" and again.cubin == cubin
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from despina import remote, remote_tuning
 from despina.cli import main as cli
+from despina.compiler.options import CompileOptions
 from despina.remote_tuning import CallCandidate, Synthetic, TuneCall
 from despina.runtime.tunings import Tuning, TuningFiles, tuning_key
 
@@ -37,7 +38,7 @@ def tuner(tmp_path_factory: pytest.TempPathFactory, shared_redis: RedisProcess) 
 def call(key: str | None = None, warps: tuple[int, ...] = (1, 2, 4, 8), lookup: bool = False, device: str = NAME,
          **attrs: Any) -> TuneCall:
     salt = unique()
-    cands = [CallCandidate(vector_add_ir(block=256 * w, salt=salt, **attrs), w, 3, (N // (256 * w),),
+    cands = [CallCandidate(vector_add_ir(block=256 * w, salt=salt, **attrs), CompileOptions(num_warps=w), (N // (256 * w),),
                            f"BLOCK: {256 * w}, num_warps: {w}") for w in warps]
     return TuneCall(key or hashlib.sha256(unique().encode()).hexdigest(), "add_kernel",
                     [] if lookup else cands, [Synthetic("fp32", (N,))] * 3 + [N], target="sm_90a", device=device)
@@ -94,7 +95,7 @@ def test_a_client_that_goes_away_leaves_the_tuning_finished_and_kept(tuner: Daem
     body = {"client_key": c.client_key, "kernel": c.kernel, "target": c.target, "device": c.device,
             "args": [{"synthetic": {"dtype": "fp32", "shape": [N]}}] * 3 + [{"int_value": N}],
             "candidates": [{"ir": base64.b64encode(x.ir).decode(), "grid": list(x.grid), "label": x.label,
-                            "options": {"num_warps": x.num_warps}} for x in c.candidates]}
+                            "options": {"num_warps": x.options.num_warps}} for x in c.candidates]}
     with pytest.raises(httpx.TimeoutException):
         httpx.post(tuner.http + "/v1/tune", json=body, timeout=0.3)
     key = tuning_key(c.client_key, NAME, 0)

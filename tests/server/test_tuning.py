@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from despina.compiler.options import CompileOptions
 from despina.runtime.tunings import tuning_key
 from despina.server.cache.redis_tier import name as redis_name
 from despina.server.core import CompileService
@@ -31,7 +32,7 @@ def client_key() -> str:
 def candidates(name: str = "add_kernel", warps: tuple[int, ...] = (1, 2, 4, 8), salt: str | None = None,
                **attrs: Any) -> tuple[Candidate, ...]:
     salt = salt or unique()
-    return tuple(Candidate(vector_add_ir(block=256 * w, name=name, salt=salt, **attrs), num_warps=w,
+    return tuple(Candidate(vector_add_ir(block=256 * w, name=name, salt=salt, **attrs), CompileOptions(num_warps=w),
                            grid=(N // (256 * w),), label=f"BLOCK: {256 * w}, num_warps: {w}") for w in warps)
 
 
@@ -104,13 +105,13 @@ def test_lookup_miss_and_bad_requests() -> None:
             await service.tuner.tune(tune(candidates(), key="nope"))
         with pytest.raises(InvalidArgument, match=r"config 1 \(bad\): grid must be"):
             c = candidates(warps=(1, 2))
-            await service.tuner.tune(tune((c[0], Candidate(c[1].ir, 2, 3, (0,), "bad"))))
+            await service.tuner.tune(tune((c[0], Candidate(c[1].ir, CompileOptions(num_warps=2), (0,), "bad"))))
         with pytest.raises(InvalidArgument, match="synthetic buffer holds fp16 elements, the kernel reads fp32"):
             await service.tuner.tune(TuneRequest(client_key(), "add_kernel", candidates(),
                                                  (Synthetic("fp16", (N,)),) + args()[1:]))
         with pytest.raises(InvalidArgument, match="is a scalar: pass a number"):
             await service.tuner.tune(TuneRequest(client_key(), "add_kernel", candidates(), args()[:3] + (Synthetic("fp32", (1,)),)))
-        other = Candidate(vector_add_ir(name="other_kernel", salt=unique()), 4, 3, (1,), "other")
+        other = Candidate(vector_add_ir(name="other_kernel", salt=unique()), CompileOptions(), (1,), "other")
         with pytest.raises(InvalidArgument, match="same kernel|config 1"):
             # Same parameters, other name: fine; a different parameter list is refused.
             from despina.compiler.ir.codec import encode
@@ -118,7 +119,7 @@ def test_lookup_miss_and_bad_requests() -> None:
             from .kernels import vector_add
             m = vector_add(salt=unique())
             m.kernel.arg_names[0] = "a"
-            await service.tuner.tune(tune((other, Candidate(encode(m), 4, 3, (1,), "renamed"))))
+            await service.tuner.tune(tune((other, Candidate(encode(m), CompileOptions(), (1,), "renamed"))))
         with pytest.raises(ResourceExhausted, match="at most 256"):
             await service.tuner.tune(tune(candidates(warps=(4,)) * 257))
 

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..errors import BackendError
-    from .compiler import CompiledKernel, compile_module
+    from .compiler import NvptxKernel, compile_module
     from .link import LinkError, Resources, link_cubin, parse_info_log
     from .llvm import LLVMError, unresolved_intrinsics
     from .target import PTX_VERSION, TARGETS, Target, get_target
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 # of the backend (the lowering rules, GPU IR) is imported: see `isolate.prestart`.
 _EXPORTS = {
     "BackendError": "..errors",
-    "CompiledKernel": ".compiler",
+    "NvptxKernel": ".compiler",
     "compile_module": ".compiler",
     "LinkError": ".link",
     "Resources": ".link",
@@ -78,7 +78,7 @@ __all__ = [
     "PTX_VERSION",
     "TARGETS",
     "BackendError",
-    "CompiledKernel",
+    "NvptxKernel",
     "LLVMError",
     "LinkError",
     "Resources",

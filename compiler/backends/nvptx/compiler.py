@@ -9,6 +9,7 @@ from typing import Any
 
 from ...ir.core import Module
 from ...ir.printer import print_module_with_locs
+from ...options import CompileOptions
 from ..errors import BackendError
 from ..gpuir import assign_layouts
 from ..gpuir.pipeline import plan_pipelines
@@ -25,12 +26,12 @@ from .toolkit import LIBDEVICE_PREFIX, find_libdevice
 
 
 @dataclass
-class CompiledKernel:
-    """A compiled kernel: `asm` holds every stage's output (`ir`, `gpuir`, `llir`, `ptx` as
+class NvptxKernel:
+    """A kernel the NVPTX backend compiled: `asm` holds every stage's output (`ir`, `gpuir`, `llir`, `ptx` as
     text, `cubin` as bytes, and `sass` as text, disassembled on first access, when nvdisasm is
     installed) and `lines`, the source line of each line of the text stages but SASS (JSON, see
     `lines.line_table`); `metadata` what a launcher needs (`name`, `num_warps`, `shared` bytes of dynamic
-    shared memory) and what the kernel uses per the cubin and ptxas' report (`registers`, spills,
+    shared memory), the compile options (`CompileOptions.as_dict`) and what the kernel uses per the cubin and ptxas' report (`registers`, spills,
     `stack`)."""
 
     name: str
@@ -51,13 +52,14 @@ def _isolate_default() -> bool:
 def compile_module(
     module: Module,
     target: str = "sm_90",
-    num_warps: int = 4,
-    num_stages: int = 3,
+    options: CompileOptions | None = None,
     *,
     isolate: bool | None = None,
     line_info: bool = True,
-) -> CompiledKernel:
-    """Compile `module`'s kernel for `target` (sm_80, sm_86, sm_89, sm_90, sm_90a).
+    **values: Any,
+) -> NvptxKernel:
+    """Compile `module`'s kernel for `target` (sm_80, sm_86, sm_89, sm_90, sm_90a) with `options`, or
+    with the `CompileOptions` fields given as keywords (`num_warps=8`), the defaults for the others.
 
     `isolate` (default: on, `DESPINA_LLVM_ISOLATE=0` turns it off) runs LLVM in a worker
     process so that an LLVM abort raises here instead of killing the caller. `line_info` (default: on,
@@ -68,15 +70,20 @@ def compile_module(
         >>> k.metadata["shared"], k.asm["ptx"][:80]
     """
     tgt = get_target(target)
-    if num_warps < 1 or num_warps & (num_warps - 1) or num_warps > 32:
-        raise ValueError(f"num_warps must be a power of two from 1 to 32, got {num_warps}")
     name = module.kernel.name
+    if options is None:
+        options = CompileOptions.make(name, values)
+    elif values:
+        raise TypeError(f"compile_module takes options or the options' fields as keywords, not both: {sorted(values)}")
+    else:
+        options.check(name)
+    num_warps, num_stages = options.num_warps, options.num_stages
     asm = Stages()
     asm["ir"], ir_locs = print_module_with_locs(module)
     gpu = assign_layouts(module, num_warps, tgt.has("wgmma"))
     plan_pipelines(gpu, num_stages)
     asm["gpuir"], gpuir_locs = print_gpuir_with_locs(gpu)
-    llmodule, shared, launch = lower(gpu, tgt, line_info)
+    llmodule, shared, launch = lower(gpu, tgt, line_info, options.enable_fp_fusion, options.maxnreg)
     if shared > tgt.max_shared:
         raise BackendError(
             f"the kernel needs {shared} bytes of shared memory with num_warps={num_warps}, num_stages={num_stages}; "
@@ -97,16 +104,18 @@ def compile_module(
             name,
         )
     cubin, log = link_cubin(ptx, tgt.arch, f"{name}.ptx")
-    # Linked again with `.minnctapersm 2` when that gives a second CTA per SM without spills.
-    asm["ptx"], cubin, log = second_cta(ptx, cubin, log, tgt, name, 32 * num_warps, shared, link_cubin)
+    # Linked again with `.minnctapersm 2` when that gives a second CTA per SM without spills, unless
+    # the caller chose the register budget (maxnreg).
+    if options.maxnreg is None:
+        ptx, cubin, log = second_cta(ptx, cubin, log, tgt, name, 32 * num_warps, shared, link_cubin)
+    asm["ptx"] = ptx
     asm["cubin"] = cubin
     asm["lines"] = json.dumps(line_table(module, ir_locs, gpuir_locs, optimized, str(asm["ptx"])))
     res = kernel_resources(cubin, log, name)
     metadata: dict[str, Any] = {
         "name": name,
         "target": tgt.arch,
-        "num_warps": num_warps,
-        "num_stages": num_stages,
+        **options.as_dict(),
         "num_threads": 32 * num_warps,
         "shared": shared,
         "registers": res.registers,
@@ -121,4 +130,4 @@ def compile_module(
     metadata.update(launch)  # `prints` and `asserts`: what a launch must do after the kernel
     if libdevice is not None:
         metadata["libdevice"] = libdevice
-    return CompiledKernel(name, asm, metadata)
+    return NvptxKernel(name, asm, metadata)

@@ -30,12 +30,13 @@ from .context import Lowering
 from .registry import RULES, lowering
 
 
-def lower(gpu: GpuFunction, target: Target, line_info: bool = True) -> tuple[ir.Module, int, dict[str, Any]]:
+def lower(gpu: GpuFunction, target: Target, line_info: bool = True, fp_fusion: bool = True,
+          maxnreg: int | None = None) -> tuple[ir.Module, int, dict[str, Any]]:
     """The kernel as an LLVM module, the bytes of dynamic shared memory it needs, and the metadata
     of its prints and asserts (`prints`: whether it calls vprintf; `asserts`: its device_asserts,
     indexed as the `__despina_assert` record names them). With `line_info`, every instruction carries
-    the source line of the op it came from (`debuginfo`)."""
-    ctx = Lowering(gpu, target, line_info)
+    the source line of the op it came from (`debuginfo`). `fp_fusion` and `maxnreg`: see `Lowering`."""
+    ctx = Lowering(gpu, target, line_info, fp_fusion, maxnreg)
     module = ctx.run()
     return module, ctx.smem_bytes, {"prints": ctx.prints, "asserts": ctx.asserts}
 

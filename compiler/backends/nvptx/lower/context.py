@@ -43,10 +43,28 @@ class _KernelAttributes(FunctionAttributes):
         return super()._to_list(ret_type) + [f'"{k}"="{v}"' for k, v in self.strings.items()]
 
 
-class Lowering:
-    """State of one kernel's lowering: the LLVM function, its builder, the lowered values."""
+class _ContractingBuilder(ir.IRBuilder):
+    """A builder whose float add, sub and mul may be contracted into an `fma` with each other
+    (LLVM's `contract` flag), as `enable_fp_fusion` asks: without the flag NVPTX emits `mul.rn` and
+    `add.rn`, which ptxas may not fuse either."""
 
-    def __init__(self, gpu: GpuFunction, target: Target, line_info: bool = True) -> None:
+    def fadd(self, lhs: ir.Value, rhs: ir.Value, name: str = "", flags: Any = ()) -> ir.Instruction:
+        return super().fadd(lhs, rhs, name, ("contract", *flags))
+
+    def fsub(self, lhs: ir.Value, rhs: ir.Value, name: str = "", flags: Any = ()) -> ir.Instruction:
+        return super().fsub(lhs, rhs, name, ("contract", *flags))
+
+    def fmul(self, lhs: ir.Value, rhs: ir.Value, name: str = "", flags: Any = ()) -> ir.Instruction:
+        return super().fmul(lhs, rhs, name, ("contract", *flags))
+
+
+class Lowering:
+    """State of one kernel's lowering: the LLVM function, its builder, the lowered values.
+    `fp_fusion`: float mul and add may become `fma` (CompileOptions.enable_fp_fusion); `maxnreg`: the
+    registers a thread may use, as the kernel's `"nvvm.maxnreg"` attribute (`.maxnreg` in the PTX)."""
+
+    def __init__(self, gpu: GpuFunction, target: Target, line_info: bool = True, fp_fusion: bool = True,
+                 maxnreg: int | None = None) -> None:
         fn = gpu.fn
         self.gpu, self.target, self.kernel = gpu, target, fn.name
         self.num_threads = 32 * gpu.num_warps
@@ -57,14 +75,15 @@ class Lowering:
         self.func = ir.Function(self.module, ftype, name=fn.name)
         self.func.calling_convention = "ptx_kernel"
         n = str(self.num_threads)
-        self.func.attributes = _KernelAttributes({"nvvm.maxntid": n})
+        strings = {"nvvm.maxntid": n} if maxnreg is None else {"nvvm.maxntid": n, "nvvm.maxnreg": str(maxnreg)}
+        self.func.attributes = _KernelAttributes(strings)
         for arg, name in zip(self.func.args, fn.arg_names):
             arg.name = re.sub(r"[^A-Za-z0-9_.]", "_", name) or "arg"
         self.debug = DebugInfo(self.module, fn, self.func) if line_info else None
         """Where each op's instructions came from (`!dbg`), unless the compile asked for no line info."""
         entry = self.func.append_basic_block("entry")
         self.prologue = ir.IRBuilder(entry)
-        self.b = ir.IRBuilder(self.func.append_basic_block("body"))
+        self.b = (_ContractingBuilder if fp_fusion else ir.IRBuilder)(self.func.append_basic_block("body"))
         self.tid = self.call("llvm.nvvm.read.ptx.sreg.tid.x", i32, [], builder=self.prologue)
         self.lane = self.prologue.and_(self.tid, const(i32, 31), name="lane")
         self.warp = self.prologue.lshr(self.tid, const(i32, 5), name="warp")

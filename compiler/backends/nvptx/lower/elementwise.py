@@ -57,10 +57,10 @@ def arith(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
         # 64 registers, 24% slower. `tl.fdiv` without ieee_rounding is the approximation.
         if name == "fdiv" and not op.attrs.get("ieee_rounding", False) and e.is_fp32():
             return [[ctx.asm(f32, "div.full.f32 $0, $1, $2;", "=f,f,f", [x, y]) for x, y in zip(*args)]]
-        fops: dict[str, Binary] = {
-            "add": ir.IRBuilder.fadd,
-            "sub": ir.IRBuilder.fsub,
-            "mul": ir.IRBuilder.fmul,
+        fops: dict[str, Binary] = {  # add, sub and mul through the builder's own (`fp_fusion`)
+            "add": lambda b, x, y: b.fadd(x, y),
+            "sub": lambda b, x, y: b.fsub(x, y),
+            "mul": lambda b, x, y: b.fmul(x, y),
             "rem": ir.IRBuilder.frem,
             "div": ir.IRBuilder.fdiv,
             "div_rn": ir.IRBuilder.fdiv,

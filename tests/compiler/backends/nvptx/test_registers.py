@@ -21,7 +21,7 @@ pytest.importorskip("cuda.bindings.nvjitlink")
 import despina  # noqa: E402
 from despina.compiler.backends.gpuir import Blocked, LinearLayout, assign_layouts  # noqa: E402
 from despina.compiler.backends.nvptx import (  # noqa: E402
-    CompiledKernel,
+    NvptxKernel,
     compile_module,
     get_target,
     link_cubin,
@@ -58,23 +58,23 @@ KERNELS = _benchmark_kernels()
 softmax_kernel, layer_norm_kernel = KERNELS.softmax_kernel, KERNELS.layer_norm_kernel
 
 
-def softmax(block: int, num_warps: int, target: str = "sm_90") -> CompiledKernel:
+def softmax(block: int, num_warps: int, target: str = "sm_90") -> NvptxKernel:
     return despina.compile(
         softmax_kernel, signature=SOFTMAX_SIG, constexprs={"BLOCK_SIZE": block}, num_warps=num_warps, target=target
     )
 
 
-def layer_norm(block: int, num_warps: int, target: str = "sm_90") -> CompiledKernel:
+def layer_norm(block: int, num_warps: int, target: str = "sm_90") -> NvptxKernel:
     return despina.compile(
         layer_norm_kernel, signature=LAYER_NORM_SIG, constexprs={"BLOCK_SIZE": block}, num_warps=num_warps, target=target
     )
 
 
-def ptx(k: CompiledKernel) -> str:
+def ptx(k: NvptxKernel) -> str:
     return str(k.asm["ptx"])
 
 
-def no_spills(k: CompiledKernel) -> bool:
+def no_spills(k: NvptxKernel) -> bool:
     return (k.metadata["spill_stores"], k.metadata["spill_loads"], k.metadata["stack"]) == (0, 0, 0)
 
 
