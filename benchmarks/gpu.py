@@ -1,11 +1,15 @@
 """Despina side by side with Triton and PyTorch on one GPU; prints tables and writes CSV.
 
-    python benchmarks/gpu.py [--out DIR] [--quick]
+    python benchmarks/gpu.py [--out DIR] [--quick] [--only TABLE ...] [--target sm_90]
 
 The kernels come from `kernels.py`, written for Triton; Despina runs the same file with only its
 imports changed. Every figure is timed by the same timer (`triton.testing.do_bench`, median) in
 the same process, the columns of a row in alternating rounds (median of the rounds), so compare
 ratios, not absolute numbers.
+
+Despina compiles for the GPU's own target (sm_90a on an H100: wgmma), or for `--target`; with
+DISABLE_MMA_V3=1 (Triton's mma.sync path) the default is the GPU's target without its architecture-
+specific features (sm_90 on an H100: mma.sync, as on sm_80), so that both columns are mma.sync code.
 """
 
 from __future__ import annotations
@@ -144,6 +148,7 @@ COMPILE_SNIPPET = """
 import sys, time, torch
 sys.path.insert(0, {workdir!r})
 torch.zeros(1, device="cuda"); torch.cuda.synchronize()
+{retarget}
 t0 = time.perf_counter()
 kernels = __import__("kernels_{flavor}")
 t1 = time.perf_counter()
@@ -153,6 +158,7 @@ kernels.matmul_kernel[(512 // {bm}, 512 // {bn})](a, a, c, 512, 512, 512, 512, 1
 torch.cuda.synchronize()
 print(t1 - t0, time.perf_counter() - t1)
 """
+TARGET: list[str] = []  # Despina's compile target when not the GPU's own (set by main)
 COMPILE_CONFIGS = [(128, 128), (128, 256)]  # BLOCK_M x BLOCK_N, with BLOCK_K 64, 8 warps, 3 stages, fp16
 
 
@@ -174,7 +180,9 @@ def compile_times(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]
             for _ in range(1 if quick else 3):
                 cache = tempfile.mkdtemp(prefix=f"{flavor}-cache-")
                 env = dict(os.environ, DESPINA_CACHE_DIR=cache, TRITON_CACHE_DIR=cache)
-                code = COMPILE_SNIPPET.format(workdir=str(workdir), flavor=flavor, bm=bm, bn=bn)
+                code = COMPILE_SNIPPET.format(workdir=str(workdir), flavor=flavor, bm=bm, bn=bn, retarget=(
+                    f"import despina.runtime.driver as d; d.target_for = lambda capability: {TARGET[0]!r}"
+                    if flavor == "despina" and TARGET else ""))
                 config = f"{bm}x{bn}x64 w8 s3"
                 for when in ("cold", "warm"):
                     got = _fresh_process(code, env)
@@ -205,6 +213,15 @@ TABLES: list[tuple[str, list[str], Callable[..., list[list[Any]]]]] = [
 ]
 
 
+def retarget(target: str) -> None:
+    """Despina compiles every launch of this process (and of compile_time_s's) for `target`: the
+    launcher asks `driver.target_for` for the device's."""
+    from despina.runtime import driver
+
+    driver.target_for = lambda capability: target
+    TARGET[:] = [target]
+
+
 def show(name: str, header: list[str], rows: list[list[Any]], out: Path | None) -> None:
     print(f"\n{name}")
     first = max([len(header[0])] + [len(str(row[0])) for row in rows])
@@ -227,11 +244,17 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path(os.environ["OUT"]) if "OUT" in os.environ else None)
     parser.add_argument("--quick", action="store_true", help="fewer sizes and launches")
     parser.add_argument("--only", nargs="*", help="table names to run")
+    parser.add_argument("--target", help="Despina's compile target instead of the GPU's own (default: sm_90 on "
+                        "an H100 when DISABLE_MMA_V3=1 makes Triton use mma.sync)")
     args = parser.parse_args()
     import torch
 
+    major, minor = torch.cuda.get_device_capability()
+    target = args.target or (f"sm_{major}{minor}" if os.environ.get("DISABLE_MMA_V3", "") not in ("", "0") else None)
+    if target:
+        retarget(target)
     print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}  "
-          f"DISABLE_MMA_V3={os.environ.get('DISABLE_MMA_V3', '')}")
+          f"DISABLE_MMA_V3={os.environ.get('DISABLE_MMA_V3', '')}  despina target: {target or 'as the device'}")
     workdir = Path(tempfile.mkdtemp(prefix="despina-bench-"))
     kernels = {flavor: load_kernels(flavor, workdir) for flavor in ("despina", "triton")}
     if args.out is not None:

@@ -19,8 +19,14 @@ def bench(fn: Callable[[], Any]) -> float:
 
 
 def failure(exc: Exception) -> str:
-    """A failing cell's text: it is reported in the table, and the run goes on."""
-    return f"error: {type(exc).__name__}: {str(exc).splitlines()[0][:80] if str(exc) else ''}"
+    """A failing cell's text: it is reported in the table, and the run goes on. The error's first line,
+    and its cause's when it has one (Triton's CompilationError says only where, its cause what)."""
+    def first(e: BaseException) -> str:
+        return next((line.strip() for line in str(e).splitlines() if line.strip()), "")[:100]
+    text = f"error: {type(exc).__name__}: {first(exc)}"
+    if exc.__cause__ is not None:
+        text += f" ({type(exc.__cause__).__name__}: {first(exc.__cause__)})"
+    return text
 
 
 def safe(fn: Callable[[], Any]) -> Any:
