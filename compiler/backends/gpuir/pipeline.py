@@ -21,8 +21,11 @@ Operands of wgmma dots (`Mma(version=3)`) are stored in swizzle atoms (`Swizzled
 the instruction reads in place through descriptors, in a ring aligned to 1024 bytes. A wgmma dot
 whose accumulator is only carried from one iteration to its own next is *asynchronous*: it waits
 for all but its latest group (`wgmma.wait_group 1`), so that its multiplications overlap the next
-iteration's; the ring then has one slot more than stages, as the slot a copy overwrites may be
-read by the group still in flight until the barrier of the iteration after.
+iteration's. The slot its copies then overwrite may still be read by the group in flight: either
+the ring has a slot more than stages (the copies go to the slot of two iterations back, retired
+before the iteration's barrier), or the copies wait behind a second barrier, after every
+warpgroup's wait has retired the previous group. The spare slot is taken unless it would cost the
+second block per SM that the ring without it leaves room for.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from .access import access_dim, access_width
 from .assign import CONVERT, GpuFunction
 from .mma import Mma, MmaOperand
 from .shared import SwizzledShared, operand_shared
-from .wgmma import SHARED_BYTES
+from .wgmma import RESERVED_BYTES, SHARED_BYTES, SM_SHARED_BYTES
 
 _COPY_BYTES = (4, 8, 16)  # what one cp.async moves
 # Pure ops that still must not run ahead: a load may read what an earlier iteration stores, and a
@@ -69,11 +72,12 @@ class LoopPipeline:
     current: frozenset[int]  # ids of ahead ops that the iteration also needs for itself
     wgmma: bool = False  # some load feeds a wgmma dot (atoms, the ring aligned to 1024 bytes)
     async_dots: frozenset[int] = frozenset()  # ids of the wgmma dots that leave one group in flight
+    spare_slot: bool = False  # asynchronous dots' ring has a slot more (else a second barrier)
 
     @property
     def slots(self) -> int:
-        """Ring slots: one per stage, and one more while an asynchronous dot may still read one."""
-        return self.stages + (1 if self.async_dots else 0)
+        """Ring slots: one per stage, and the spare one an asynchronous dot's group may still read."""
+        return self.stages + (1 if self.async_dots and self.spare_slot else 0)
 
     @property
     def align(self) -> int:
@@ -209,10 +213,20 @@ def plan_loop(gpu: GpuFunction, loop: Op, num_stages: int, users: dict[int, list
     current = _current(body, loop, ahead, carried, skip, users)
     order = tuple(op for op in body.ops if id(op) in ahead)
     wgmma = any(a.shared.block for a in loads)
-    # Asynchronous dots need a slot more; without room for it they wait for their own group.
-    spare = (stages + 1) * sum(a.slot_bytes for a in loads) <= SHARED_BYTES
-    asynchronous = _async_dots(gpu, body, users) if wgmma and spare else frozenset()
-    return LoopPipeline(stages, tuple(loads), order, tuple(sorted(carried)), frozenset(current), wgmma, asynchronous)
+    asynchronous = _async_dots(gpu, body, users) if wgmma else frozenset()
+    slot_bytes = sum(a.slot_bytes for a in loads)
+    return LoopPipeline(stages, tuple(loads), order, tuple(sorted(carried)), frozenset(current), wgmma, asynchronous,
+                        _spare_slot(stages, slot_bytes))
+
+
+def _spare_slot(stages: int, slot_bytes: int) -> bool:
+    """Whether a ring of `stages` slots takes a spare one: it fits, and it does not cost a second
+    block per SM that the ring without it leaves room for."""
+    def two_blocks(slots: int) -> bool:
+        return 2 * (slots * slot_bytes + RESERVED_BYTES) <= SM_SHARED_BYTES
+
+    fits = (stages + 1) * slot_bytes <= SHARED_BYTES
+    return fits and (two_blocks(stages + 1) or not two_blocks(stages))
 
 
 def _only_user(users: dict[int, list[Op]], v: Value, op: Op) -> bool:
@@ -253,6 +267,7 @@ def plan_pipelines(gpu: GpuFunction, num_stages: int) -> None:
         op.attrs["pipeline"] = (
             f"{plan.stages} stages, {len(plan.loads)} loads by cp.async, ring of {plan.ring_bytes()} bytes"
             + (f" in {plan.slots} slots, wgmma waits with 1 group in flight" if plan.async_dots else "")
+            + (", copies after a second barrier" if plan.async_dots and not plan.spare_slot else "")
         )
         for a in plan.loads:
             a.load.attrs["async_copy"] = f"{a.copy_bytes}-byte copies into {a.shared}"

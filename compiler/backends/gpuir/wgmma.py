@@ -22,6 +22,8 @@ from .shared import SwizzledShared
 INSTR_M, INSTR_K = 64, 16  # per warpgroup, for 16-bit operands
 MIN_N = 64  # narrower instructions would start inside a swizzle atom of an N-major B
 SHARED_BYTES = 232448  # the most shared memory a block of sm_90 may have: a ring must fit in it
+SM_SHARED_BYTES = 233472  # an sm_90 SM's shared memory, shared by its blocks
+RESERVED_BYTES = 1024  # the system's part of each block's
 _SWIZZLE_MODE = {128: 1, 64: 2, 32: 3}
 
 

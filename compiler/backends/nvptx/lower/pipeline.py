@@ -17,6 +17,12 @@ and mma, and the copies are issued while the tensor cores work through them. Iss
 copies and their address arithmetic stood between the barrier and the first mma in every iteration
 (the LDGSTS ahead of the LDSM in the memory pipeline), and the tutorial matmul ran at 0.92x
 Triton's mma.sync path on an H100 (128x128x64 and 128x256x64, 8 warps, 3 stages).
+
+wgmma dots read the slots in place (`wgmma.py`): the barrier follows a proxy fence (cp.async writes
+through the generic proxy, wgmma reads through the async one). An asynchronous dot's group of
+iteration i-1 may still read its slot when iteration i's copies are issued: the ring either has a
+spare slot (copies go to the slot of iteration i-2) or the copies follow a second barrier, after
+every warpgroup's wait_group 1 (gpuir.pipeline chooses); the loop ends with wait_group 0.
 """
 
 from __future__ import annotations
@@ -144,6 +150,8 @@ def pipelined_for(ctx: Lowering, op: Op, args: list[Regs], plan: LoopPipeline) -
             wraps = b.icmp_unsigned(">=", forward, const(i32, plan.slots))
             write = b.select(wraps, b.sub(forward, const(i32, plan.slots)), forward)
         yields = pipe.iteration(iv, [list(r) for r in carried], slot)
+        if plan.async_dots and not plan.spare_slot:  # every warpgroup's wait retired slot i-1's group
+            ctx.barrier()
         iv_ahead = b.add(iv, b.mul(step, const(lo.type, stages - 1)))
         next_ahead = pipe.issue(iv_ahead, hi, dict(zip(plan.carried, map(list, ahead_phis))), write)
         ctx.loop_body_end()

@@ -53,8 +53,11 @@ def test_tutorial_matmul_runs_on_wgmma(bn: int) -> None:
     assert ".extern .shared .align 1024 .b8 global_smem[];" in ptx
     assert k.metadata["spill_stores"] == 0 and ".local" not in ptx
     assert k.cubin[:4] == b"\x7fELF"  # linked by nvJitLink
-    # 4 slots (3 stages and the one the group in flight reads) of A's and B's tiles
-    assert k.metadata["shared"] == 4 * (128 * 64 + 64 * bn) * 2
+    # 128x128: 3 slots of A's and B's tiles (96 KiB: two blocks an SM), the copies after a second
+    # barrier; 128x256: a spare 4th slot for the group in flight (one block an SM either way).
+    slots, barriers = (3, 2) if bn == 128 else (4, 1)
+    assert k.metadata["shared"] == slots * (128 * 64 + 64 * bn) * 2
+    assert body.count("bar.sync") == barriers
 
 
 def test_gpu_ir_shows_the_wgmma_plan() -> None:
@@ -64,7 +67,8 @@ def test_gpu_ir_shows_the_wgmma_plan() -> None:
     dot = _dot_line(k)
     assert 'engine = "wgmma.m64n256k16"' in dot
     assert aliases[dot.rsplit(" ", 1)[1]] == "mma<v3, warps=[8, 1], instr=[16, 256]>"
-    assert "in 4 slots, wgmma waits with 1 group in flight" in gpuir
+    assert "in 4 slots, wgmma waits with 1 group in flight\"" in gpuir
+    assert "in 3 slots, wgmma waits with 1 group in flight, copies after a second barrier" in _matmul(128).asm["gpuir"]
     assert "swizzled_shared<vec=8, perPhase=1, maxPhase=8, order=[1, 0], block=64>" in gpuir  # B in atoms
 
 
