@@ -145,3 +145,24 @@ def reinterpret(array: Any, dtype: _t.ScalarType) -> TensorWrapper:
     if base.dtype.itemsize != dtype.itemsize:
         raise TypeError(f"reinterpret: {base.dtype} elements are {base.dtype.itemsize} bytes, {dtype} are {dtype.itemsize}")
     return TensorWrapper(base, dtype)
+
+
+def copy_buffer(x: Any) -> Any:
+    """A copy of array `x` (torch's `clone`, NumPy's and CuPy's `copy`): what an autotuner restores."""
+    return x.clone() if hasattr(x, "clone") else x.copy()
+
+
+def zero_buffer(x: Any) -> None:
+    """Zero array `x` in place (an autotuner's `reset_to_zero`)."""
+    if hasattr(x, "zero_"):
+        x.zero_()
+    else:
+        x[...] = 0
+
+
+def restore_buffer(x: Any, saved: Any) -> None:
+    """Write `saved` (a `copy_buffer` of `x`) back into `x` in place."""
+    if hasattr(x, "copy_"):
+        x.copy_(saved)
+    else:
+        x[...] = saved

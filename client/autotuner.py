@@ -20,6 +20,7 @@ from typing import Any
 from despina.compiler.options import DEFAULTS
 
 from . import tuning
+from .arguments import copy_buffer, restore_buffer, zero_buffer
 from .testing import do_bench
 
 
@@ -118,11 +119,11 @@ class Autotuner(_Wrapper):
         return configs
 
     def _bench(self, config: Config, args: Sequence[Any], kwargs: dict[str, Any], grid: Any, named: dict[str, Any]) -> float:
-        saved = {n: _copy(named[n]) for n in self.restore_value}
+        saved = {n: copy_buffer(named[n]) for n in self.restore_value}
 
         def call() -> None:
             for n in self.reset_to_zero:
-                _zero(named[n])
+                zero_buffer(named[n])
             if config.pre_hook is not None:
                 config.pre_hook({**named, **config.all_kwargs()})
             self.fn.run(*args, grid=grid, **kwargs, **config.all_kwargs())
@@ -132,7 +133,7 @@ class Autotuner(_Wrapper):
             return float(bench(call))
         finally:
             for n, value in saved.items():
-                _restore(named[n], value)
+                restore_buffer(named[n], value)
 
     def run(self, *args: Any, grid: Any, **kwargs: Any) -> Any:
         named = self.named_args(args, kwargs)
@@ -148,30 +149,12 @@ class Autotuner(_Wrapper):
                 self.configs_timings = {c: self._bench(c, args, kwargs, grid, named) for c in configs}
                 config = builtins.min(self.configs_timings, key=lambda c: self.configs_timings[c])
                 for n in self.reset_to_zero:
-                    _zero(named[n])
+                    zero_buffer(named[n])
             self.cache[key] = config
         self.best_config = config
         if config.pre_hook is not None:
             config.pre_hook({**named, **config.all_kwargs()})
         return self.fn.run(*args, grid=grid, **kwargs, **config.all_kwargs())
-
-
-def _copy(x: Any) -> Any:
-    return x.clone() if hasattr(x, "clone") else x.copy()
-
-
-def _zero(x: Any) -> None:
-    if hasattr(x, "zero_"):
-        x.zero_()
-    else:
-        x[...] = 0
-
-
-def _restore(x: Any, saved: Any) -> None:
-    if hasattr(x, "copy_"):
-        x.copy_(saved)
-    else:
-        x[...] = saved
 
 
 def autotune(configs: Sequence[Config], key: Sequence[str], prune_configs_by: dict[str, Any] | None = None,

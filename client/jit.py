@@ -29,6 +29,7 @@ from despina.language.semantic import to_tensor
 from . import arguments
 from .arguments import TensorWrapper, reinterpret
 from .caller import user_stacklevel
+from .frontend.callable import JitCallable
 from .frontend.codegen import generate_module, is_constexpr_annotation
 from .frontend.source import Source
 from .runtime import env as _env
@@ -57,7 +58,7 @@ def build_module(fn: JITFunction, params: list[tuple[str, Any]], attrs: dict[str
     return module, used
 
 
-class JITFunction:
+class JITFunction(JitCallable):
     """A kernel (or a helper called from kernels). Launch with `kernel[grid](*args, **meta)`."""
 
     def __init__(self, fn: Callable[..., Any], do_not_specialize: Sequence[int | str] = (), interpret: bool | None = None,

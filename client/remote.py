@@ -39,6 +39,7 @@ from despina.compiler.ir.core import Module
 from despina.compiler.options import DEFAULTS, CompileOptions
 
 from .caller import user_stacklevel
+from .remote_errors import RemoteError, ServerUnavailable
 
 if TYPE_CHECKING:
     from despina.jit import JITFunction
@@ -55,19 +56,6 @@ _servers: dict[tuple[str, int], Servers] = {}  # by spec and process: a fork ord
 _lock = threading.Lock()
 T = TypeVar("T")
 _warned: set[str] = set()
-
-
-class RemoteError(RuntimeError):
-    """The daemon answered with an error (`code` is its gRPC status name)."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
-
-
-class ServerUnavailable(RemoteError):
-    """The daemon could not be reached."""
 
 
 class RemoteKernel(NamedTuple):

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import TypeVar
 from urllib.parse import urlsplit
 
-from .remote import ServerUnavailable
+from .remote_errors import ServerUnavailable
 
 T = TypeVar("T")
 SCHEMES = ("grpc", "grpcs", "http", "https")

@@ -23,6 +23,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from .arguments import zero_buffer
 from .runtime import env
 from .runtime.tunings import Tuning, TuningFiles, tuning_key
 from .tuning_key import client_key
@@ -170,9 +171,7 @@ def _measure(at: Autotuner, configs: Sequence[Config], args: Sequence[Any], kwar
             timings.append(None)
         progress.measured(timings[-1], c)
     for n in at.reset_to_zero:
-        from .autotuner import _zero
-
-        _zero(named[n])
+        zero_buffer(named[n])
     measured = [i for i, t in enumerate(timings) if t is not None]
     if not measured:
         raise RuntimeError(f"autotune of '{at.__name__}': none of its {len(configs)} configs could be compiled and "

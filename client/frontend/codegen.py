@@ -23,6 +23,7 @@ from despina.language import arith
 from despina.language.core import constexpr, is_builtin, tensor, tracing, unwrap
 from despina.language.semantic import to_tensor
 
+from .callable import JitCallable
 from .control_flow import ControlFlow, LoopExit
 from .errors import CallSite, FrontendError
 from .hints import LANGUAGE_REFERENCE, no_such_name, not_a_jit_function
@@ -344,9 +345,7 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
             raise
 
     def call(self, fn: Any, args: list[Any], kwargs: dict[str, Any], node: ast.AST) -> Any:
-        from despina.jit import JITFunction
-
-        if isinstance(fn, JITFunction):
+        if isinstance(fn, JitCallable):
             return self.ctx.call_jit(self, fn, args, kwargs)
         if is_builtin(fn) or (inspect.ismethod(fn) and isinstance(fn.__self__, tensor)):
             return fn(*args, **kwargs)
