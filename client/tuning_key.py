@@ -9,8 +9,9 @@ What a kernel's IR, and so its cubin, depends on, and the key covers:
 - the source text of the kernel and of every @jit helper it names, where it lies (the file as the PTX's
   line table names it, `compiler/ir/filenames.py`, and the first line), so that the winner's cubin has
   the line table this process would have compiled, while two checkouts of one file share the key;
-- the values those functions name at module level or in their closure: numbers, strings, None and
-  constexprs by value, plain Python functions by their code, @jit helpers as above;
+- the values those functions name at module level or in their closure, or as attributes of modules of
+  the user's (`consts.BLOCK`, `helpers.combine`): numbers, strings, None and constexprs by value, plain
+  Python functions by their code, @jit helpers as above;
 - the configs, the values of the autotuner's `key` arguments, every argument's dtype and 16-byte
   alignment, each scalar's IR type (int32 or int64) and its specialization (== 1, a multiple of 16),
   the constexprs' values, and whether the kernel is compiled with debug checks (DESPINA_DEBUG).
@@ -67,7 +68,8 @@ def used_constexprs(fn: JITFunction) -> dict[str, Any]:
     tracing records them in `JITFunction.used_globals` for a launch to check."""
     from despina.language.core import constexpr
 
-    return {name: value.value for _, named in _reached(fn) for name, value in named if isinstance(value, constexpr)}
+    return {name: value.value for _, named in _reached(fn) for name, value in named
+            if isinstance(value, constexpr) and "." not in name}
 
 
 def _reached(fn: JITFunction) -> list[tuple[JITFunction, list[tuple[str, Any]]]]:
@@ -90,20 +92,42 @@ def _reached(fn: JITFunction) -> list[tuple[JITFunction, list[tuple[str, Any]]]]
 
 
 def _names(f: JITFunction) -> Iterator[tuple[str, Any]]:
-    from despina.language.core import constexpr
-
-    from .jit import JITFunction
-
     code = f.fn.__code__
     closure = dict(zip(code.co_freevars, (c.cell_contents for c in f.fn.__closure__ or ())))
     g = f.fn.__globals__
-    for name in sorted(_code_names(code) | set(closure)):
+    names = _code_names(code)
+    for name in sorted(names | set(closure)):
         table = closure if name in closure else g
         if name not in table:
             continue
         value = table[name]
-        if isinstance(value, (JITFunction, bool, int, float, str, constexpr, types.FunctionType)) or value is None:
+        if isinstance(value, types.ModuleType):
+            yield from _attributes(name, value, names, set())
+        elif _keyed(value):
             yield name, value
+
+
+def _keyed(value: Any) -> bool:
+    from despina.language.core import constexpr
+
+    from .jit import JITFunction
+
+    return isinstance(value, (JITFunction, bool, int, float, str, constexpr, types.FunctionType)) or value is None
+
+
+def _attributes(path: str, module: types.ModuleType, names: set[str], seen: set[int]) -> Iterator[tuple[str, Any]]:
+    """What a kernel may read as `module.name` (`module.sub.name`, ...) for the names its code holds, from a
+    module of the user's: Despina's own are covered by its version."""
+    if module.__name__.split(".")[0] == "despina" or id(module) in seen:
+        return
+    seen.add(id(module))
+    table = vars(module)
+    for name in sorted(names & table.keys()):
+        value = table[name]
+        if isinstance(value, types.ModuleType):
+            yield from _attributes(f"{path}.{name}", value, names, seen)
+        elif value is not None and _keyed(value):
+            yield f"{path}.{name}", value
 
 
 def _code_names(code: types.CodeType) -> set[str]:

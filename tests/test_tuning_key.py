@@ -98,6 +98,41 @@ def test_closure_values_are_in_the_key(tmp_path: Path) -> None:
     assert source_key(m.make(1.0)) == source_key(m.make(1.0)) != source_key(m.make(2.0))
 
 
+USER = '''
+import despina
+import despina.language as tl
+import {module} as consts
+
+
+@despina.jit
+def attr_kernel(x_ptr, BLOCK: tl.constexpr):
+    tl.store(x_ptr + tl.arange(0, BLOCK), consts.helper(tl.zeros((BLOCK,), tl.float32)) * consts.SCALE)
+'''
+
+CONSTS = '''
+import despina
+import despina.language as tl
+
+SCALE = tl.constexpr({scale})
+
+
+@despina.jit
+def helper(x):
+    return x + {bias}
+'''
+
+
+@pytest.mark.parametrize("change", [{"scale": 3}, {"bias": 2}])
+def test_module_attributes_the_kernel_reads_are_in_the_key(tmp_path: Path, change: dict[str, int]) -> None:
+    keys = []
+    for i, values in enumerate(({"scale": 2, "bias": 1}, {"scale": 2, "bias": 1}, {"scale": 2, "bias": 1, **change})):
+        consts = load(tmp_path / f"checkout{i}" / "consts.py", CONSTS.format(**values))
+        m = load(tmp_path / f"checkout{i}" / "kernels.py", USER.format(module=consts.__name__))
+        keys.append(source_key(m.attr_kernel))
+        assert used_constexprs(m.attr_kernel) == {}  # tracing records no module attribute for a launch to check
+    assert keys[0] == keys[1] != keys[2]
+
+
 def test_used_constexprs_are_those_tracing_records(tmp_path: Path) -> None:
     m = load(tmp_path / "kernels.py")
     assert used_constexprs(m.scale_kernel.fn) == {"SCALE": 2}
