@@ -15,6 +15,9 @@ What a kernel's IR, and so its cubin, depends on, and the key covers:
 - the configs, the values of the autotuner's `key` arguments, every argument's dtype and 16-byte
   alignment, each scalar's IR type (int32 or int64) and its specialization (== 1, a multiple of 16),
   the constexprs' values, and whether the kernel is compiled with debug checks (DESPINA_DEBUG).
+
+Despina's own code (the frontend, the language) is covered by its version, which `tuning_key` adds:
+two installs of one version are taken to trace a kernel alike.
 """
 
 from __future__ import annotations
