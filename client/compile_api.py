@@ -26,7 +26,7 @@ from despina.compiler.ir.printer import print_module
 from despina.language.core import constexpr
 
 from .jit import JITFunction, build_module
-from .signature import Entry, Signature, SignatureError, bind
+from .signature import Signature, SignatureEntry, SignatureError, bind
 
 _INSPECT_NO_SASS = "no SASS: nvdisasm was not found; install it with `pip install nvidia-cuda-nvdisasm`"
 DAEMON_STAGES = ("ir", "gpuir", "llir", "ptx", "sass", "cubin")
@@ -143,7 +143,7 @@ def as_jit_function(kernel: Any) -> JITFunction:
 
 
 def specialize(fn: JITFunction, signature: Signature, constexprs: Mapping[str, Any]
-               ) -> tuple[list[tuple[str, Any]], dict[str, Any], dict[str, Entry], dict[str, Any]]:
+               ) -> tuple[list[tuple[str, Any]], dict[str, Any], dict[str, SignatureEntry], dict[str, Any]]:
     """What `JITFunction.specialize` gives the frontend, from a signature: the parameters (an IR
     type or a constexpr each), the module attributes, the entries and the constexpr values."""
     unknown = sorted(set(constexprs) - set(fn.arg_names))

@@ -6,7 +6,7 @@ or `:1` (an integer equal to 1). Types are Triton's short names (`i32`, `u64`, `
 `i1`) or Despina's (`int32`, `uint64`).
 
     >>> parse_entry("*fp16:16")
-    Entry(type=ptr<fp16>, hint=16)
+    SignatureEntry(type=ptr<fp16>, hint=16)
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class SignatureError(ValueError):
 
 
 @dataclass(frozen=True)
-class Entry:
+class SignatureEntry:
     """One run-time parameter: its IR type and its hint (0: none, 1: equal to 1, 16: divisible by 16)."""
 
     type: ScalarType | PointerType
@@ -63,14 +63,14 @@ def parse_type(text: str) -> ScalarType | PointerType:
     return ty
 
 
-def parse_entry(text: str) -> Entry:
+def parse_entry(text: str) -> SignatureEntry:
     """One entry, `*fp32:16` or `i32`."""
     head, sep, hint_text = text.partition(":")
     if not head.strip():
         raise SignatureError(f"empty signature entry {text!r}")
     ty = parse_type(head)
     if not sep:
-        return Entry(ty)
+        return SignatureEntry(ty)
     try:
         hint = int(hint_text.strip())
     except ValueError:
@@ -81,10 +81,10 @@ def parse_entry(text: str) -> Entry:
     if hint == 1 and not is_int or hint == 16 and not (is_int or isinstance(ty, PointerType)):
         what = "integers" if hint == 1 else "pointers and integers"
         raise SignatureError(f"hint :{hint} in {text.strip()!r} applies to {what} only")
-    return Entry(ty, hint)
+    return SignatureEntry(ty, hint)
 
 
-def bind(signature: Signature, names: Sequence[str], kernel: str) -> dict[str, Entry]:
+def bind(signature: Signature, names: Sequence[str], kernel: str) -> dict[str, SignatureEntry]:
     """The entries of `signature` by the names of the kernel's run-time parameters `names`."""
     if isinstance(signature, Mapping):
         extra = sorted(set(signature) - set(names))

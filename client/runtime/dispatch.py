@@ -6,8 +6,8 @@ calls; others go through a function of the kernel's signature), calls cuCtxGetCu
 through ctypes, and reads each argument once: its classification (`pointers.classify`, with torch
 tensors, ints and floats inlined: its kind and what specialization reads from it) into the key
 and its launch value (a device address or a scalar) into a local. The key finds the thread's
-ready launch in a per-thread dict, filled from the kernel's `entries` (an Entry per call
-signature): the Entry, its launcher's frame for this thread and that frame's prebuilt ctypes
+ready launch in a per-thread dict, filled from the kernel's `entries` (a LaunchEntry per call
+signature): the LaunchEntry, its launcher's frame for this thread and that frame's prebuilt ctypes
 arguments. The launch is then one `struct.pack_into` into the frame and one cuLaunchKernelEx.
 Everything else (binding errors, specialization, compilation, loading, clear errors) happens on
 the slow path through the JITFunction, which stays the owner of specialization; the slow path
@@ -52,7 +52,7 @@ class _Addressed:
         return self.pointer
 
 
-class Entry:
+class LaunchEntry:
     """A call signature's ready launch: the launcher, which of the call's values are its parameters
     (`pick`, None when all of them in order), where the stream comes from, and the globals it was
     compiled with (None when it uses none)."""
@@ -73,7 +73,7 @@ class Entry:
 
 class _Ready(dict):
     """One thread's ready launches of one kernel, by call key: the tuples of `Dispatcher.ready`,
-    filled on first use from the kernel's entries (KeyError when the key has no Entry)."""
+    filled on first use from the kernel's entries (KeyError when the key has no LaunchEntry)."""
 
     __slots__ = ("dispatcher",)
 
@@ -104,7 +104,7 @@ class Dispatcher:
         self.fn = fn
         self.name = fn.__name__
         self.lib = lib or libcuda.get()
-        self.entries: dict[tuple[Any, ...], Entry] = {}
+        self.entries: dict[tuple[Any, ...], LaunchEntry] = {}
         self.launchers: dict[tuple[Any, ...], Launcher] = {}
         self.adopted: set[tuple[Any, ...]] = set()  # specialization keys whose launchers were `adopt`ed
         self.slow_calls = 0
@@ -148,7 +148,7 @@ class Dispatcher:
                     return
 
     def ready(self, key: tuple[Any, ...]) -> tuple[Any, ...]:
-        """What the generated launch reads for `key` in this thread: the Entry, what it launches with,
+        """What the generated launch reads for `key` in this thread: the LaunchEntry, what it launches with,
         this thread's frame of its launcher and that frame's `launch_ex` arguments."""
         e = self.entries[key]
         frame = e.launcher.frame()
@@ -219,24 +219,25 @@ class Dispatcher:
                                                        self.lib, meta)
         self.adopted.add(spec.key)
 
-    def file(self, args: tuple[Any, ...], kwargs: dict[str, Any], launcher: Launcher, torch_device: int | None) -> Entry:
-        """The Entry of this call, stored under its key unless the call has none (an unhashable constant)."""
+    def file(self, args: tuple[Any, ...], kwargs: dict[str, Any], launcher: Launcher,
+             torch_device: int | None) -> LaunchEntry:
+        """The LaunchEntry of this call, stored under its key unless the call has none (an unhashable constant)."""
         fn = self.fn
         globals_ = fn._current_globals() if fn.used_globals else None
         if self.scan is None:  # no fast path made yet (the first `launch`): nothing to file the call for
-            return Entry(launcher, None, torch_device, globals_)
+            return LaunchEntry(launcher, None, torch_device, globals_)
         self.learn((*args, *kwargs.values()))
         try:
             key, values, _ = self.scan(*args, **kwargs)
             hash(key)
         except Exception:  # no key: calls like this one always take the slow path
-            return Entry(launcher, None, torch_device, globals_)
+            return LaunchEntry(launcher, None, torch_device, globals_)
         runtime = [n for n in fn.arg_names if n not in fn.constexpr_names]
         pick: list[int] | None = [runtime.index(n) for n in launcher.arg_names]
         if pick == list(range(len(values))):
             pick = None
-        entry = self.entries[key] = Entry(launcher, pick, torch_device, globals_)
-        self.local.s[2].pop(key, None)  # this thread's ready launch of the key, if any, was another Entry's
+        entry = self.entries[key] = LaunchEntry(launcher, pick, torch_device, globals_)
+        self.local.s[2].pop(key, None)  # this thread's ready launch of the key, if any, was another LaunchEntry's
         return entry
 
 
