@@ -20,6 +20,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from despina.compiler.options import DEFAULTS
+
 HELP = "compile a kernel ahead of time and print or save one stage (ir, gpuir, llir, ptx, sass, cubin)"
 STAGES = ("ir", "gpuir", "llir", "ptx", "sass", "cubin", "metadata")
 
@@ -35,8 +37,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--constexpr", "-c", action="append", default=[], metavar="NAME=VALUE",
                    help="a constexpr by name (repeatable): a Python literal, tl.<dtype>, or else a string")
     p.add_argument("--target", default="sm_90", help="sm_80, sm_86, sm_89, sm_90 or sm_90a (default: sm_90)")
-    p.add_argument("--num-warps", type=int, default=4, help="warps per program (default: 4)")
-    p.add_argument("--num-stages", type=int, default=3, help="software-pipelining stages (default: 3)")
+    p.add_argument("--num-warps", type=int, default=DEFAULTS.num_warps,
+                   help=f"warps per program (default: {DEFAULTS.num_warps})")
+    p.add_argument("--num-stages", type=int, default=DEFAULTS.num_stages,
+                   help=f"software-pipelining stages (default: {DEFAULTS.num_stages})")
+    p.add_argument("--maxnreg", type=int, metavar="N", help="the most registers a thread may use (default: ptxas chooses)")
+    p.add_argument("--no-fp-fusion", action="store_true", help="keep float multiplies and adds apart (no fma contraction)")
     p.add_argument("--debug", action="store_true", help="keep device_assert checks")
     p.add_argument("--emit", choices=STAGES, default="ptx", help="the stage to write (default: ptx)")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
@@ -52,8 +58,9 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         compiled = despina.compile(kernel, args.signature, constexprs, num_warps=args.num_warps,
-                                   num_stages=args.num_stages, target=args.target, debug=args.debug or None)
-    except (ValueError, TypeError) as e:  # the signature, a constexpr, the target, or not a kernel
+                                   num_stages=args.num_stages, target=args.target, debug=args.debug or None,
+                                   maxnreg=args.maxnreg, enable_fp_fusion=not args.no_fp_fusion)
+    except (ValueError, TypeError) as e:  # the signature, a constexpr, the target, an option, or not a kernel
         return _fail(str(e), 2)
     except (despina.CompilationError, RuntimeError) as e:  # the message names the kernel and line
         return _fail(f"{type(e).__name__}: {e}", 1)

@@ -69,6 +69,15 @@ def test_emit_ptx_to_stdout(source, capsys):
 
 
 @pytest.mark.usefixtures("backend")
+def test_the_options_that_change_the_code(source, capsys):
+    assert compile_cli(source, "--target", "sm_80", "--maxnreg", "32", "--no-fp-fusion") == 0
+    out = capsys.readouterr().out
+    assert ".maxnreg 32" in out and "add.rn.f32" in out
+    code, err = run_error(["compile", f"{source}:add_kernel", "-s", SIG, "-c", "BLOCK=64", "--maxnreg", "8"], capsys)
+    assert code == 2 and "kernel 'add_kernel': maxnreg=8 is out of range" in err
+
+
+@pytest.mark.usefixtures("backend")
 @pytest.mark.parametrize(("stage", "text"), [("ir", "func @add_kernel"), ("gpuir", "blocked<spt=[4], tpw=[32], wpc=[4], order=[0]>"),
                                              ("llir", "define ptx_kernel void @add_kernel")])
 def test_emit_text_stages_to_a_file(source, tmp_path, stage, text):
