@@ -52,19 +52,25 @@ def _store_word(name: str, value: str, index: str) -> str:
     return f"  %{name}.p = getelementptr i32, ptr addrspace(1) %out, i32 {index}\n  store i32 {value}, ptr addrspace(1) %{name}.p\n"
 
 
-@pytest.mark.parametrize("op_idx", [0, 1])
-def test_ldmatrix_of_an_index_valued_tile(gpu_device: driver.Device, op_idx: int) -> None:
-    """A 16x16 fp16 tile holding its own row-major indices, read as operand A (ldmatrix.x4, K
-    contiguous) or B (ldmatrix.x4.trans, N contiguous): lane l's register r must hold the index
-    that MmaOperand's layout gives for (r, l)."""
+@pytest.mark.parametrize(("op_idx", "contig"), [(0, 1), (0, 0), (1, 0), (1, 1)],
+                         ids=["A-K-contiguous", "A-M-contiguous", "B-K-contiguous", "B-N-contiguous"])
+def test_ldmatrix_of_an_index_valued_tile(gpu_device: driver.Device, op_idx: int, contig: int) -> None:
+    """A 16x16 fp16 tile holding its own row-major indices, stored in shared memory with dimension
+    `contig` contiguous and read as operand A or B: `ldmatrix.x4` when K is the contiguous
+    dimension, `ldmatrix.x4.trans` when M (A read transposed) or N (B) is, as the lowering picks
+    (attention's K, read transposed by strides, is B stored K-contiguous). Lane l's register r
+    must hold the index that MmaOperand's layout gives for (r, l)."""
     ll = MmaOperand(op_idx, Mma(2, (1, 1)), 2).linear((16, 16))
-    # Lane l addresses row l % 8 of matrix l / 8, whose origin is register pair 2 * (l / 8).
+    rows_dim = 1 - contig
+    # Lane l addresses stored row l % 8 of matrix l / 8, whose origin is register pair 2 * (l / 8).
     addresses = np.zeros(32, np.int32)
     for lane in range(32):
         origin = ll.reg_index(2 * (lane >> 3))
-        addresses[lane] = (origin[0] + lane % 8) * 16 + origin[1]  # rows: M for A, K for B
-    tile = np.arange(256, dtype=np.int16)
-    name = LDMATRIX.format(n=4, trans="" if op_idx == 0 else ".trans")
+        addresses[lane] = (origin[rows_dim] + lane % 8) * 16 + origin[contig]
+    index = np.arange(256, dtype=np.int16).reshape(16, 16)
+    tile = (index if contig == 1 else index.T).ravel()
+    kdim = 1 if op_idx == 0 else 0
+    name = LDMATRIX.format(n=4, trans="" if contig == kdim else ".trans")
     decls = f"declare {{i32, i32, i32, i32}} @{name}(ptr addrspace(3))\n"
     body = "  %tid = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()\n"
     for i in range(4):  # each lane copies 4 words (8 halves) of the tile into shared memory

@@ -28,8 +28,11 @@ from ..errors import BackendError, op_error
 from .accelerate import DotPlan, plan_dot
 from .axis import AxisAnalysis
 from .clone import clone_function
+from .coalesce import private_addresses
+from .combine import accumulate_dot_adds
 from .encodings import Blocked, DotOperand, Encoding, Slice, coalesced_blocked, default_blocked
 from .linear import LinearLayout, log2, scalar_layout
+from .mma import MmaOperand
 from .ops import CONVERT
 
 if TYPE_CHECKING:
@@ -88,6 +91,7 @@ class _Assigner:
         self.prefs: list[tuple[Value, int, Blocked]] = []
         self.anchor: dict[int, Encoding] = {}
         self.memory: set[int] = set()
+        self.order: dict[int, tuple[int, ...]] = {}  # a memory class's vectorized dimension order
         self.inserts: dict[int, list[Op]] = {}
 
     # ---- classes ----------------------------------------------------------------------------
@@ -133,6 +137,10 @@ class _Assigner:
             return False
         if (aa is not None and b in self.memory) or (ab is not None and a in self.memory):
             return False
+        # Two accesses vectorized along different dimensions (a tile read transposed beside one read
+        # straight) each keep their coalesced layout; their data meets through a conversion.
+        if self.order.get(a, self.order.get(b)) != self.order.get(b, self.order.get(a)):
+            return False
         ta, tb = self.term.get(a), self.term.get(b)
         if ta is None or tb is None:
             return True
@@ -148,6 +156,8 @@ class _Assigner:
             self.anchor[a] = anchor
         if b in self.memory:
             self.memory.add(a)
+        if b in self.order:
+            self.order.setdefault(a, self.order.pop(b))
         self.parent[b] = a
         if _numel(self.shape[b]) > _numel(self.shape[a]):
             self.shape[a] = self.shape[b]
@@ -356,6 +366,8 @@ class _Assigner:
         per_thread = min(aligned, 16 // nbytes)
         blocked = coalesced_blocked(ty.shape, order, per_thread, self.num_warps)
         self.memory.add(self.find(self.cls(ptr)))
+        if per_thread > 1:
+            self.order.setdefault(self.find(self.cls(ptr)), order)
         self.prefs.append((ptr, blocked.size_per_thread[order[0]] * nbytes, blocked))
 
     def resolve(self) -> dict[int, Encoding]:
@@ -409,7 +421,10 @@ def drop_trivial_converts(block: Block, encodings: dict[int, Encoding]) -> None:
         if op.name == CONVERT:
             src, dst = encodings.get(id(op.operands[0])), encodings.get(id(op.result))
             shape = shape_of(op.result.type)
-            if src is not None and dst is not None and _linear(src, shape) == _linear(dst, shape):
+            # A dot operand keeps its conversion even when it only renames registers (attention's
+            # P, the first dot's accumulator as the second's A): the lowering reads its encoding.
+            keep = isinstance(dst, MmaOperand)
+            if src is not None and dst is not None and not keep and _linear(src, shape) == _linear(dst, shape):
                 replace[id(op.result)] = op.operands[0]
                 continue
         kept.append(op)
@@ -435,6 +450,8 @@ def assign_layouts(module: Module, num_warps: int, has_wgmma: bool = False) -> G
     `has_wgmma` (an sm_90a target) the dots that fit run on wgmma."""
     log2(num_warps)
     fn = clone_function(module.kernel)
+    accumulate_dot_adds(fn)
+    private_addresses(fn)
     axis = AxisAnalysis(module, fn)
     assigner = _Assigner(fn, axis, num_warps, has_wgmma)
     for arg in fn.args:

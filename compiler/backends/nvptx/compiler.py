@@ -12,6 +12,7 @@ from ...ir.printer import print_module_with_locs
 from ...options import CompileOptions
 from ..errors import BackendError
 from ..gpuir import assign_layouts
+from ..gpuir.hoist import hoist_invariant_converts
 from ..gpuir.pipeline import plan_pipelines
 from ..gpuir.printer import print_gpuir_with_locs
 from .isolate import emit_ptx_isolated
@@ -81,6 +82,7 @@ def compile_module(
     asm = Stages()
     asm["ir"], ir_locs = print_module_with_locs(module)
     gpu = assign_layouts(module, num_warps, tgt.has("wgmma"))
+    hoist_invariant_converts(gpu)
     plan_pipelines(gpu, num_stages)
     asm["gpuir"], gpuir_locs = print_gpuir_with_locs(gpu)
     llmodule, shared, launch = lower(gpu, tgt, line_info, options.enable_fp_fusion, options.maxnreg)

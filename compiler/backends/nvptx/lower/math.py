@@ -2,7 +2,9 @@
 
 As in Triton, `exp`, `exp2`, `log`, `log2`, `sqrt`, `rsqrt`, `sin` and `cos` on fp32 use the
 hardware approximations (`ex2.approx`, `lg2.approx`, `sqrt.approx`, `rsqrt.approx`,
-`sin.approx`, `cos.approx`); fp16 and bf16 compute in fp32. `erf` and `pow` call libdevice
+`sin.approx`, `cos.approx`); fp16 and bf16 compute in fp32. `exp2` flushes subnormal inputs and
+results to zero (`ex2.approx.ftz`, as Triton's `tl.exp2`): without `.ftz` ptxas wraps each
+`MUFU.EX2` in a test and two multiplies, a third of attention's softmax. `erf` and `pow` call libdevice
 (`__nv_erff`, at most 2 ulp from the exact value, and `__nv_powf`), as do fp64 `exp`, `exp2`, `log`,
 `log2`, `sin`, `cos`, `erf`, `rsqrt` and `pow` (`__nv_exp`, ...); fp64 `sqrt`, `floor`, `ceil` are
 exact. The LLVM stage links libdevice (from the nvidia-nvvm wheel) in when a kernel calls it.
@@ -24,7 +26,8 @@ LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
 
 _APPROX = {
-    "exp2": "ex2.approx.f32",
+    "exp": "ex2.approx.f32",
+    "exp2": "ex2.approx.ftz.f32",
     "log2": "lg2.approx.f32",
     "sqrt": "sqrt.approx.ftz.f32",
     "rsqrt": "rsqrt.approx.ftz.f32",
@@ -49,7 +52,7 @@ def libdevice(ctx: Lowering, op: Op, name: str, ret: ir.Type, args: list[ir.Valu
 def _fp32(ctx: Lowering, op: Op, x: ir.Value) -> ir.Value:
     b, name = ctx.b, op.name
     if name == "exp":
-        return approx(ctx, "exp2", b.fmul(x, const(f32, LOG2E)))
+        return approx(ctx, "exp", b.fmul(x, const(f32, LOG2E)))
     if name == "log":
         return b.fmul(approx(ctx, "log2", x), const(f32, LN2))
     if name == "erf":

@@ -1,0 +1,95 @@
+"""Each memory access gets its own copy of its address computation (Triton's Coalesce pass, done
+by rematerialization before layout assignment).
+
+Layout assignment gives one layout to every value that elementwise ops relate. Two loads whose
+addresses share index tiles would then share one layout, and only one of them could read memory
+in wide vectors along its own contiguous dimension: attention's K (read transposed, contiguous
+along its rows) and V (contiguous along its columns) share `cols`, and a dot's result masked with
+the tile that also masks K was converted out of its MMA layout. So before assignment each load
+and store gets private copies of the cheap, pure tile ops that compute its pointers, mask and
+`other` (index arithmetic, comparisons, broadcasts, constants), inserted just before it. The
+copies stop at scalars, region arguments (loop-carried pointers) and anything costly (a load,
+a reduction), which stay shared. The access's layout class then holds its own address alone and
+takes that access's coalesced layout; LLVM folds the copies that come out alike.
+"""
+
+from __future__ import annotations
+
+from ...ir.core import Block, Function, Op, Value
+from ...ir.types import ScalarType, TileType, elem_of
+
+_CHEAP = frozenset(
+    """constant arange splat expand_dims broadcast addptr add sub mul shl shr and or xor not cmp select
+    minimum maximum multiple_of max_contiguous max_constancy""".split()
+)
+# The operands that are addresses: a store's value (operand 1) is data, not address.
+_ADDRESS = {"load": (0, 1, 2), "store": (0, 2)}
+
+
+def _cheap(op: Op) -> bool:
+    if op.name not in _CHEAP or op.regions or len(op.results) != 1 or not isinstance(op.result.type, TileType):
+        return False
+    elem = elem_of(op.result.type)
+    return op.name == "constant" or not (isinstance(elem, ScalarType) and elem.is_floating())
+
+
+def _copy(v: Value, memo: dict[int, Value], out: list[Op]) -> Value:
+    owner = v.owner
+    if not isinstance(owner, Op) or not _cheap(owner):
+        return v
+    if id(v) in memo:
+        return memo[id(v)]
+    operands = [_copy(o, memo, out) for o in owner.operands]
+    new = Op(owner.name, operands, [owner.result.type], dict(owner.attrs), [], owner.loc)
+    new.result.hint = owner.result.hint
+    out.append(new)
+    # A leaf (an arange, a constant, a splat of a scalar) is copied for each use: one `tl.arange`
+    # may index rows in one place and columns in another, which no single layout serves.
+    if any(isinstance(o.type, TileType) for o in owner.operands):
+        memo[id(v)] = new.result
+    return new.result
+
+
+def _block(block: Block) -> None:
+    ops: list[Op] = []
+    for op in block.ops:
+        for region in op.regions:
+            _block(region)
+        memo: dict[int, Value] = {}
+        for i in _ADDRESS.get(op.name, ()):
+            if i < len(op.operands):
+                op.operands[i] = _copy(op.operands[i], memo, ops)
+        ops.append(op)
+    block.ops = ops
+
+
+def _uses(fn: Function) -> set[int]:
+    return {id(v) for op in fn.walk() for v in op.operands}
+
+
+def _drop_replaced(fn: Function, used_before: set[int]) -> None:
+    """Remove the cheap ops that the copies left without users (the originals of private copies),
+    and then those that only they used; ops the kernel itself left unused stay."""
+
+    def sweep(block: Block, used: set[int]) -> bool:
+        kept: list[Op] = []
+        dropped = False
+        for op in block.ops:
+            for region in op.regions:
+                dropped |= sweep(region, used)
+            if _cheap(op) and id(op.result) in used_before and id(op.result) not in used:
+                dropped = True
+                continue
+            kept.append(op)
+        block.ops = kept
+        return dropped
+
+    while sweep(fn.body, _uses(fn)):
+        pass
+
+
+def private_addresses(fn: Function) -> None:
+    """Give every load and store of `fn` its own copy of its address computation (in place)."""
+    used_before = _uses(fn)
+    _block(fn.body)
+    _drop_replaced(fn, used_before)

@@ -1,0 +1,53 @@
+"""Layout conversions of loop invariants run once, before their loop.
+
+A tile loaded before a loop and used by a dot inside it (attention's Q, the first dot's A) is
+converted to its operand layout where the dot is: in the loop, through shared memory in every
+iteration. A conversion whose source is defined outside the loop gives the same registers in
+every iteration, so it moves to just before the loop (out of each enclosing loop it does not
+depend on), as Triton's loop-invariant code motion does. A wgmma operand's conversion stays: it
+produces nothing (the dot stores its source itself).
+"""
+
+from __future__ import annotations
+
+from ...ir.core import Block, Op
+from .assign import GpuFunction
+from .mma import MmaOperand
+from .ops import CONVERT
+
+
+def _defined(block: Block) -> set[int]:
+    ids = {id(a) for a in block.args}
+    for op in block.walk():
+        ids.update(id(r) for r in op.results)
+        for region in op.regions:
+            ids.update(id(a) for a in region.args)
+    return ids
+
+
+def _movable(gpu: GpuFunction, op: Op, inner: set[int]) -> bool:
+    if op.name != CONVERT or id(op.operands[0]) in inner:
+        return False
+    enc = gpu.encoding(op.result)
+    return not (isinstance(enc, MmaOperand) and enc.parent.version == 3)
+
+
+def _hoist(gpu: GpuFunction, block: Block) -> None:
+    ops: list[Op] = []
+    for op in block.ops:
+        for region in op.regions:
+            _hoist(gpu, region)
+        if op.name == "for":
+            body = op.regions[0]
+            inner = _defined(body)
+            moved = [o for o in body.ops if _movable(gpu, o, inner)]
+            body.ops = [o for o in body.ops if all(o is not m for m in moved)]
+            ops.extend(moved)
+        ops.append(op)
+    block.ops = ops
+
+
+def hoist_invariant_converts(gpu: GpuFunction) -> None:
+    """Move the top-level conversions of each `for` body whose source the body does not define
+    to just before the loop (in place, innermost loops first)."""
+    _hoist(gpu, gpu.fn.body)

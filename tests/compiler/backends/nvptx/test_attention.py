@@ -1,0 +1,91 @@
+"""The flash-attention example (Triton's tutorial-06 forward pass) on tensor cores for sm_80, on the
+CPU: both dots on mma.sync with the same warps, K (read transposed by strides) and V copied ahead by
+16-byte cp.async and read with ldmatrix (K plain, being K-contiguous; V `.trans`), P passed from one
+dot to the other in registers, Q converted once before the loop, the softmax in the accumulator's
+layout, no local memory. Before, K's pointers shared V's layout and were read 2 bytes at a time, so K was
+not pipelined, and the masked scores left the MMA layout through shared memory every iteration."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("llvmlite")
+pytest.importorskip("cuda.bindings.nvjitlink")
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "examples"))
+
+import flash_attention  # noqa: E402
+
+import despina  # noqa: E402
+
+# Q, K, V, Out, sm_scale, stride_h, stride_m, N_CTX as a launch on (heads, 2048, d) tensors specializes them.
+SIG = "*fp16:16,*fp16:16,*fp16:16,*fp16:16,fp32,i32:16,i32:16,i32:16"
+
+
+def _attention(head_dim: int, warps: int, causal: bool = False) -> Any:
+    consts = {"HEAD_DIM": head_dim, "BLOCK_M": 128, "BLOCK_N": 64, "CAUSAL": causal}
+    return despina.compile(flash_attention.attention_fwd, SIG, consts, num_warps=warps, num_stages=3, target="sm_80")
+
+
+@pytest.fixture(scope="module")
+def d64() -> Any:
+    return _attention(64, 4)
+
+
+def _loop_ir(gpuir: str) -> str:
+    start = gpuir.index("= for(")
+    return gpuir[start : gpuir.index("\n  ) :", start)]
+
+
+def test_the_gpu_ir_states_the_decisions(d64: Any) -> None:
+    gpuir = d64.asm["gpuir"]
+    assert re.findall(r'engine = "([^"]*)"', gpuir) == ["mma.sync.m16n8k16"] * 2
+    assert 'pipeline = "3 stages, 2 loads by cp.async, ring of 49152 bytes"' in gpuir
+    copies = re.findall(r'async_copy = "([^"]*)"', gpuir)
+    assert copies == [  # K contiguous along its rows (head_dim), V along its columns
+        "16-byte copies into swizzled_shared<vec=8, perPhase=1, maxPhase=8, order=[0, 1]>",
+        "16-byte copies into swizzled_shared<vec=8, perPhase=1, maxPhase=8, order=[1, 0]>",
+    ]
+    # K's tile takes its own coalesced layout, contiguous along dimension 0.
+    assert re.search(r"= blocked<spt=\[8, 1\], tpw=\[8, 4\], wpc=\[1, 4\], order=\[0, 1\]>", gpuir)
+    # Both dots accumulate in one layout, warps stacked along M (chained dots, as Triton).
+    assert len(set(re.findall(r"dot\(.*\) \{engine.*(#L\d+)$", gpuir, re.M))) == 1
+    assert "mma<v2, warps=[4, 1], instr=[16, 8]>" in gpuir
+    # In the loop only the dots' operands are converted (K, P and V); Q's conversion is before it,
+    # and `acc * alpha + tl.dot(p, v)` accumulates into acc.
+    loop = _loop_ir(gpuir)
+    assert loop.count("convert_layout(") == 3
+    assert gpuir[: gpuir.index("= for(")].count("convert_layout(") == 1
+    assert not re.search(r"= add\(%\d+, %\d+\) : tile<128x64xfp32>", loop)
+
+
+def _loop(ptx: str) -> str:
+    start = ptx.index("cp.async.wait_group \t1;")
+    return ptx[start : ptx.index("bra", start)]
+
+
+def test_k_and_v_are_copied_ahead_and_read_with_ldmatrix(d64: Any) -> None:
+    ptx = d64.asm["ptx"]
+    # Per thread a stage is 4 copies of K (64x64) and 4 of V: the prologue issues two stages, the loop one.
+    assert ptx.count("cp.async.cg.shared.global") == 3 * 8
+    body = _loop(ptx)
+    assert "ld.global" not in body and "st.shared" not in body and "ld.shared" not in body
+    assert body.count("bar.sync") == 1
+    assert body.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 16  # K: 8 n8 tiles x 4 k16 steps, by pairs
+    assert body.count("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16") == 16  # V, the same
+    assert body.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == 2 * 64
+    assert body.count("ex2.approx.ftz.f32") == 64 + 4  # P, and alpha for each of a thread's 4 rows
+    assert not re.search(r"\b(ld|st)\.local", ptx)
+
+
+@pytest.mark.parametrize(("head_dim", "warps"), [(64, 8), (128, 8)])
+def test_larger_configurations_keep_p_in_registers(head_dim: int, warps: int) -> None:
+    k = _attention(head_dim, warps, causal=True)
+    body = _loop(k.asm["ptx"])
+    assert "st.shared" not in body and "ld.shared" not in body and body.count("bar.sync") == 1
+    assert body.count("cp.async.cg.shared.global") == 2 * head_dim * 64 // 8 // (32 * warps)
