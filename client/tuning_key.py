@@ -12,9 +12,10 @@ What a kernel's IR, and so its cubin, depends on, and the key covers:
 - the values those functions name at module level or in their closure, or as attributes of modules of
   the user's (`consts.BLOCK`, `helpers.combine`): numbers, strings, None and constexprs by value, plain
   Python functions by their code, @jit helpers as above;
-- the configs, the values of the autotuner's `key` arguments, every argument's dtype and 16-byte
-  alignment, each scalar's IR type (int32 or int64) and its specialization (== 1, a multiple of 16),
-  the constexprs' values, and whether the kernel is compiled with debug checks (DESPINA_DEBUG).
+- the configs (meta-parameters and compile options, maxnreg included), the values of the autotuner's
+  `key` arguments, every argument's dtype and 16-byte alignment, each scalar's IR type (int32 or int64)
+  and its specialization (== 1, a multiple of 16), the constexprs' and launch options' values, and
+  whether the kernel is compiled with debug checks (DESPINA_DEBUG).
 
 Despina's own code (the frontend, the language) is covered by its version, which `tuning_key` adds:
 two installs of one version are taken to trace a kernel alike.
@@ -44,7 +45,7 @@ def client_key(at: Autotuner, configs: Sequence[Config], named: dict[str, Any]) 
         "v": RULE,
         "kernel": source_key(fn),
         "debug": fn.options({}, interpret=False).debug,
-        "configs": [repr(c) for c in configs],
+        "configs": [sorted((k, repr(v)) for k, v in c.all_kwargs().items()) for c in configs],  # maxnreg too
         "key": [repr(v) for v in at._key(named)],
         "args": _arguments(fn, named),
     }

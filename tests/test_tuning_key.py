@@ -153,6 +153,8 @@ def test_debug_and_scalar_types_are_in_the_client_key(tmp_path: Path, monkeypatc
     monkeypatch.delenv("DESPINA_DEBUG")
     assert client_key(at, at.configs, named(4096)) == plain
     assert client_key(at, at.configs[:1], named(4096)) != plain
+    capped = [despina.Config(c.kwargs, num_warps=c.num_warps, maxnreg=128) for c in at.configs]
+    assert client_key(at, capped, named(4096)) != plain  # a register cap changes the code, not the configs' repr
     at.key = []  # n only as an argument: 4096 and 4096 << 32 both specialize as multiples of 16, one int32, one int64
     assert client_key(at, at.configs, named(4096)) != client_key(at, at.configs, named(4096 << 32))
 
