@@ -11,7 +11,9 @@ would allow two, the PTX is linked again with `.minnctapersm 2` (CUDA's `__launc
 second argument: ptxas then plans for 65536 / (2 * threads) registers) and that cubin is kept if
 ptxas did it without spilling; else the first stays. Below 64 registers a thread (1024-thread
 CTAs) the hint is not tried: there it would more likely cost spills or parallelism within a
-thread than gain anything.
+thread than gain anything. Where ptxas cannot fit an instruction in the budget at all (a wgmma
+whose accumulator alone takes 128 registers: "C7602 Insufficient registers"), the link fails and
+the first cubin stays.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import re
 from collections.abc import Callable
 from typing import NamedTuple
 
-from .link import link_cubin, parse_info_log
+from .link import LinkError, link_cubin, parse_info_log
 from .target import Target
 
 Link = Callable[[str, str, str], tuple[bytes, str]]
@@ -72,7 +74,10 @@ def second_cta(
     hinted = with_min_ctas(ptx, 2)
     if hinted is None:
         return ptx, cubin, log
-    cubin2, log2 = link(hinted, target.arch, f"{name}.ptx")
+    try:
+        cubin2, log2 = link(hinted, target.arch, f"{name}.ptx")
+    except LinkError:
+        return ptx, cubin, log
     second = parse_info_log(log2, name)
     fits = 0 < second.registers and ctas_by_registers(second.registers, threads) >= 2
     if fits and second.spill_stores == 0 and second.spill_loads == 0 and second.stack <= first.stack:

@@ -27,6 +27,7 @@ from despina.compiler.backends.nvptx import (  # noqa: E402
     link_cubin,
     parse_info_log,
 )
+from despina.compiler.backends.nvptx.link import LinkError  # noqa: E402
 from despina.compiler.backends.nvptx.lower import Lowering  # noqa: E402
 from despina.compiler.backends.nvptx.occupancy import (  # noqa: E402
     ctas_by_registers,
@@ -268,3 +269,12 @@ def test_hinted_link_that_spills_is_not_kept() -> None:
     text = ".visible .entry k()\n.maxntid 512\n{\n}\n"
     assert second_cta(text, b"first", first_log, get_target("sm_90"), "k", 512, 0, link) == (text, b"first", first_log)
     assert len(calls) == 1 and ".minnctapersm 2" in calls[0]
+
+
+def test_hinted_link_that_fails_is_not_kept() -> None:
+    def link(text: str, arch: str, name: str) -> tuple[bytes, str]:
+        raise LinkError("ptxas fatal   : (C7602) Insufficient registers (128) to compile instruction")
+
+    first_log = "Function properties for k\n0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\nUsed 168 registers"
+    text = ".visible .entry k()\n.maxntid 256\n{\n}\n"
+    assert second_cta(text, b"first", first_log, get_target("sm_90a"), "k", 256, 0, link) == (text, b"first", first_log)
