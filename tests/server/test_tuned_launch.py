@@ -1,7 +1,7 @@
 """`@despina.autotune` through real daemons (fake backend, fake GPU worker, a real redis-server) from a
 client on a fake GPU (runtime's FakeLib and FakeDevice): the Tune reply's winner kernel is launched as it
 is, so that a second client's first launch traces nothing and sends no Compile request, on the daemon
-that tuned the kernel and on another daemon of the cluster (through Redis)."""
+that tuned the kernel (gRPC and HTTP) and on another daemon of the cluster (through Redis)."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ class Client:
     """One client process, as far as the kernel knows: the kernel file imported afresh, empty caches, its
     own fake GPU (the daemons' fake GPU's name, so that they measure for it)."""
 
-    def __init__(self, path: Path, daemon: Daemon, monkeypatch: pytest.MonkeyPatch, tmp: Path) -> None:
+    def __init__(self, path: Path, url: str, monkeypatch: pytest.MonkeyPatch, tmp: Path) -> None:
         spec = importlib.util.spec_from_file_location(f"tuned_launch_kernels_{next(_count)}", path)
         assert spec is not None and spec.loader is not None
         self.module: ModuleType = importlib.util.module_from_spec(spec)
@@ -67,7 +67,7 @@ class Client:
         monkeypatch.setattr(kernels, "_MEMORY", {})
         monkeypatch.setattr(kernels, "STATS", kernels.Counter())
         monkeypatch.setenv("DESPINA_CACHE_DIR", str(tmp / f"cache-{next(_count)}"))
-        monkeypatch.setenv("DESPINA_SERVER", daemon.grpc)
+        monkeypatch.setenv("DESPINA_SERVER", url)
         monkeypatch.setenv("DESPINA_SERVER_REQUIRED", "1")
         monkeypatch.delenv("DESPINA_INTERPRET", raising=False)
         self.args = [CudaArray(0x100000 * (i + 1), (N,)) for i in range(3)] + [N]
@@ -90,13 +90,13 @@ def test_a_second_client_launches_the_tuned_winner_untraced(daemons: tuple[Daemo
     path = tmp_path / "kernels.py"
     path.write_text(KERNELS.format(salt=unique()))
     asked = [compiles_asked(d) for d in daemons]
-    one = Client(path, first, monkeypatch, tmp_path)
+    one = Client(path, first.grpc, monkeypatch, tmp_path)
     one.launch()  # tunes on the daemon: every config traced here, compiled and measured there
     assert str(one.kernel.best_config) == "Config(BLOCK: 2048, num_warps: 8, num_stages: 3)"
     assert len(one.lib.calls) == 1 and one.lib.calls[0].grid == (N // 2048, 1, 1) and one.lib.calls[0].block[0] == 256
 
-    for daemon in (first, second):
-        two = Client(path, daemon, monkeypatch, tmp_path)
+    for url in (first.grpc, second.grpc, first.http):
+        two = Client(path, url, monkeypatch, tmp_path)
         two.launch()
         assert two.kernel.fn.cache == {}  # nothing traced
         assert not kernels.STATS  # no compile asked for, none found in a cache: the Tune reply's kernel
@@ -108,7 +108,7 @@ def test_a_second_client_launches_the_tuned_winner_untraced(daemons: tuple[Daemo
     assert [compiles_asked(d) for d in daemons] == asked  # the first client's kernel came with the tuning too
 
     # The adopted launch has the parameters tracing gives the winner's kernel.
-    three = Client(path, first, monkeypatch, tmp_path)
+    three = Client(path, first.grpc, monkeypatch, tmp_path)
     config = one.kernel.best_config
     grid = (N // 2048,)
     module, _, _, _ = tuning.specialize(three.kernel.fn, config, two.args, {}, grid)
@@ -123,8 +123,8 @@ def test_another_debug_setting_is_another_tuning(daemons: tuple[Daemon, Daemon],
     first, _ = daemons
     path = tmp_path / "kernels.py"
     path.write_text(KERNELS.format(salt=unique()))
-    Client(path, first, monkeypatch, tmp_path).launch()
+    Client(path, first.grpc, monkeypatch, tmp_path).launch()
     monkeypatch.setenv("DESPINA_DEBUG", "1")
-    debug = Client(path, first, monkeypatch, tmp_path)
+    debug = Client(path, first.grpc, monkeypatch, tmp_path)
     debug.launch()  # a tuning of its own (its kernels carry the debug checks): every config traced
     assert len(debug.kernel.fn.cache) == 4
