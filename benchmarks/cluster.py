@@ -51,13 +51,14 @@ import httpx
 
 from despina import remote
 from despina.compiler.ir.codec import encode
+from despina.compiler.options import CompileOptions
 from despina.remote_failover import Servers
 from despina.server.cache.redis_tier import name as redis_name
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from loopback import FAKE_COMPILER, DaemonProcess, RedisServer, percentile, start_daemons, vector_add  # noqa: E402
 
-OPTIONS = {"num_warps": 4, "num_stages": 3, "debug": False}
+OPTIONS = CompileOptions()
 PHASES = ("warm-up", "steady", "kill")
 
 

@@ -83,8 +83,8 @@ class CompileOptions:
         return self
 
     def key(self) -> str:
-        """A digest of every field, stable across processes and versions of Python: two option sets
-        have the same key exactly when they compile to the same binary."""
+        """A digest of every field, stable across processes and versions of Python: equal options have
+        equal keys, and a change to any field (each may change the binary) changes the key."""
         text = ",".join(f"{name}={getattr(self, name)!r}" for name in self.NAMES)
         return hashlib.sha256(text.encode()).hexdigest()
 

@@ -20,6 +20,7 @@ import pytest
 import despina
 import despina.language as tl
 from despina import remote
+from despina.compiler.options import CompileOptions
 from despina.proto import service_pb2 as pb
 from despina.server import execute
 from despina.server.core import CompileRequest, CompileService, ExecuteRequest
@@ -140,7 +141,7 @@ def test_request_checks_each_a_clear_error() -> None:
             (request(args=(x, Buffer(y.data, "fp32", (N + 1,)), out, n)), InvalidArgument,
              f"the buffer has {4 * N} bytes; \\[{N + 1}\\] fp32 elements are {4 * N + 4} bytes"),
             (request(args=(x, Buffer(y.data, "fp32", (-N,)), out, n)), InvalidArgument, "non-negative"),
-            (request(num_warps=3), InvalidArgument, "num_warps"),
+            (request(options=CompileOptions(num_warps=3)), InvalidArgument, "num_warps=3 is not one of"),
             (request(target="x86"), InvalidArgument, "target"),
             (ExecuteRequest(CompileRequest(vector_add_ir()[:-9]), (1,), add_args()), InvalidArgument, "invalid IR"),
             (ExecuteRequest(CompileRequest(b""), (1,), ()), InvalidArgument, "no IR"),

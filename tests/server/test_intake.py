@@ -9,6 +9,7 @@ from typing import TypeVar
 import pytest
 
 from despina.compiler.ir.codec import encode
+from despina.compiler.options import CompileOptions
 from despina.server.errors import InvalidArgument, ResourceExhausted
 from despina.server.intake import Intake, peer_host
 from despina.server.metrics import Metrics
@@ -64,7 +65,7 @@ def test_a_client_past_its_share_is_refused_at_once_and_others_are_not() -> None
     slow = vector_add_ir(salt=unique(), fake_sleep=0.5)
 
     async def body(intake: Intake) -> None:
-        busy = asyncio.ensure_future(intake.pool.compile(slow, "sm_90", 4, 3))  # the one worker is taken
+        busy = asyncio.ensure_future(intake.pool.compile(slow, "sm_90", CompileOptions()))  # the one worker is taken
         await asyncio.sleep(0.05)
         with Intake.client_is("10.0.0.1"):
             waiting = [asyncio.ensure_future(intake.verify(vector_add_ir(salt=unique()))) for _ in range(2)]
@@ -99,7 +100,7 @@ def test_clients_take_turns() -> None:
         intake_ref.append(intake)
         first = asyncio.ensure_future(check("a", "a0"))  # takes the slot, waits for the busy worker
         await asyncio.sleep(0)
-        busy = asyncio.ensure_future(intake.pool.compile(slow, "sm_90", 4, 3))
+        busy = asyncio.ensure_future(intake.pool.compile(slow, "sm_90", CompileOptions()))
         flood = [asyncio.ensure_future(check("a", f"a{i}")) for i in range(1, 4)]
         await asyncio.sleep(0)
         late = asyncio.ensure_future(check("b", "b"))
@@ -111,7 +112,7 @@ def test_clients_take_turns() -> None:
 
 def test_a_cancelled_check_gives_its_turn_back() -> None:
     async def body(intake: Intake) -> None:
-        slow = asyncio.ensure_future(intake.pool.compile(vector_add_ir(salt=unique(), fake_sleep=0.3), "sm_90", 4, 3))
+        slow = asyncio.ensure_future(intake.pool.compile(vector_add_ir(salt=unique(), fake_sleep=0.3), "sm_90", CompileOptions()))
         await asyncio.sleep(0.05)
         with Intake.client_is("a"):
             held = asyncio.ensure_future(intake.verify(vector_add_ir(salt=unique())))
@@ -127,7 +128,7 @@ def test_a_cancelled_check_gives_its_turn_back() -> None:
 
 def test_a_large_request_is_refused_before_parsing_when_its_clients_share_is_taken() -> None:
     async def body(intake: Intake) -> None:
-        slow = asyncio.ensure_future(intake.pool.compile(vector_add_ir(salt=unique(), fake_sleep=0.3), "sm_90", 4, 3))
+        slow = asyncio.ensure_future(intake.pool.compile(vector_add_ir(salt=unique(), fake_sleep=0.3), "sm_90", CompileOptions()))
         await asyncio.sleep(0.05)
         with Intake.client_is("a"):
             waiting = asyncio.ensure_future(intake.verify(vector_add_ir(salt=unique()) + b"\0" * 1500))

@@ -15,6 +15,7 @@ import pytest
 
 from despina import remote
 from despina.compiler.backends.nvptx import toolkit
+from despina.compiler.options import CompileOptions
 from despina.proto import service_pb2 as pb
 from despina.server import disassembly
 from despina.server.cache import STAGES
@@ -94,7 +95,7 @@ def test_a_daemon_without_nvdisasm_says_so(monkeypatch: pytest.MonkeyPatch) -> N
 
 @pytest.mark.skipif(not has_nvdisasm, reason="nvdisasm is not installed (pip install nvidia-cuda-nvdisasm)")
 def test_both_transports_serve_the_sass(nvptx_daemon: Daemon) -> None:
-    got = remote._client(nvptx_daemon.grpc).compile(vector_add_ir(256, salt=unique()), {}, "sm_90", {}, 0)
+    got = remote._client(nvptx_daemon.grpc).compile(vector_add_ir(256, salt=unique()), CompileOptions(), "sm_90", {}, 0)
     key = got.metadata["service"]["key"]
     over_http = httpx.get(f"{nvptx_daemon.http}/v1/kernels/{key}/sass", timeout=60)
     assert over_http.status_code == 200 and over_http.headers["content-type"].startswith("text/plain")
@@ -108,7 +109,7 @@ def test_both_transports_serve_the_sass(nvptx_daemon: Daemon) -> None:
 def test_both_transports_serve_the_line_maps(nvptx_daemon: Daemon, tmp_path: Path) -> None:
     from .test_lines import scale_ir
 
-    got = remote._client(nvptx_daemon.grpc).compile(scale_ir(tmp_path), {}, "sm_90", {}, 0)
+    got = remote._client(nvptx_daemon.grpc).compile(scale_ir(tmp_path), CompileOptions(), "sm_90", {}, 0)
     key = got.metadata["service"]["key"]
     over_http = httpx.get(f"{nvptx_daemon.http}/v1/kernels/{key}/lines", timeout=60)
     assert over_http.status_code == 200 and over_http.headers["content-type"] == "application/json"
@@ -125,7 +126,7 @@ def test_both_transports_serve_the_line_maps(nvptx_daemon: Daemon, tmp_path: Pat
 @pytest.mark.parametrize("scheme", ["grpc", "http"])
 def test_the_client_fetches_each_stage(nvptx_daemon: Daemon, scheme: str) -> None:
     url = nvptx_daemon.grpc if scheme == "grpc" else nvptx_daemon.http
-    got = remote._client(url).compile(vector_add_ir(128, salt=unique()), {}, "sm_90", {}, 0)
+    got = remote._client(url).compile(vector_add_ir(128, salt=unique()), CompileOptions(), "sm_90", {}, 0)
     key = got.metadata["service"]["key"]
     assert remote.artifact(url, key, "cubin") == got.cubin
     assert remote.artifact(url, key, "ptx").decode() == got.ptx
@@ -137,7 +138,7 @@ def test_the_client_fetches_each_stage(nvptx_daemon: Daemon, scheme: str) -> Non
 
 
 def test_no_nvdisasm_over_both_transports(blind_daemon: Daemon) -> None:
-    got = remote._client(blind_daemon.grpc).compile(vector_add_ir(salt=unique()), {}, "sm_90", {}, 0)
+    got = remote._client(blind_daemon.grpc).compile(vector_add_ir(salt=unique()), CompileOptions(), "sm_90", {}, 0)
     key = got.metadata["service"]["key"]
     reply = httpx.get(f"{blind_daemon.http}/v1/kernels/{key}/sass", timeout=10)
     error = reply.json()["error"]
