@@ -148,10 +148,10 @@ COMPILE_SNIPPET = """
 import sys, time, torch
 sys.path.insert(0, {workdir!r})
 torch.zeros(1, device="cuda"); torch.cuda.synchronize()
-{retarget}
 t0 = time.perf_counter()
 kernels = __import__("kernels_{flavor}")
 t1 = time.perf_counter()
+{retarget}
 a = torch.randn(512, 512, device="cuda", dtype=torch.float16); c = torch.empty_like(a)
 kernels.matmul_kernel[(512 // {bm}, 512 // {bn})](a, a, c, 512, 512, 512, 512, 1, 512, 1, 512, 1, BLOCK_M={bm},
                                                   BLOCK_N={bn}, BLOCK_K=64, num_warps=8, num_stages=3)
