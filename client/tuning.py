@@ -85,14 +85,13 @@ def adopt(fn: JITFunction, config: Config, args: Sequence[Any], kwargs: dict[str
     """Load the daemon's kernel of the winner as the launch of its specialization here, so that the launch
     that follows neither traces the kernel nor asks the daemon to compile it: the tuning key covers all
     that the kernel's code depends on (`despina.tuning_key`), so it is the kernel this process would compile."""
-    from .runtime import kernels
     from .tuning_key import used_constexprs
 
     if not fn.cache:  # not traced yet: the constexpr globals a launch checks, as tracing would record them
         fn.used_globals.update(used_constexprs(fn))
     spec, _, _, _ = specialization(fn, config, args, kwargs, grid)
     dispatcher = fn._dispatcher or fn._gpu_dispatcher()
-    dispatcher.adopt(spec, kernels.from_remote(kernel, fn.__name__), context, device)
+    dispatcher.adopt(spec, str(kernel.metadata.get("name", fn.__name__)), kernel.image, kernel.metadata, context, device)
 
 
 # ---- one config as the launch would compile it ----------------------------------------------------------

@@ -21,14 +21,14 @@ import ctypes
 import inspect
 import struct
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from despina import arguments
 from despina.language.core import constexpr, unwrap
 from despina.specialization import LAUNCH_OPTIONS, Specialization
 
-from . import cache, driver, env, kernels, libcuda, pointers
+from . import driver, env, libcuda, pointers
 from .driver import LastLaunch
 from .launcher import Launcher, grid_dims, stream_handle, torch_stream_getter
 from .pointers import device_pointer, is_torch
@@ -197,6 +197,8 @@ class Dispatcher:
         key = (spec.key, context)
         found = self.launchers.get(key)
         if found is None:
+            from . import kernels  # here: a launch of an adopted kernel imports no cache
+
             assert module is not None
             binary = kernels.binary(module, options, device.target)
             meta = binary.metadata
@@ -207,13 +209,14 @@ class Dispatcher:
                                                    meta)
         return found
 
-    def adopt(self, spec: Specialization, binary: cache.Binary, context: int, device: driver.Device) -> None:
-        """Load `binary`, compiled elsewhere from the kernel as `spec` specializes it (the daemon's tuned
-        winner), as the launch of `spec` in `context`: a launch that specializes to it neither traces the
-        kernel nor compiles it. Its parameters are `spec`'s run-time ones, as tracing makes them."""
-        meta = binary.metadata
-        function = device.load(binary.cubin, binary.name, int(meta.get("shared", 0)),
-                               int(meta.get("num_warps", spec.attrs["num_warps"])), context)
+    def adopt(self, spec: Specialization, name: str, image: bytes, meta: Mapping[str, Any], context: int,
+              device: driver.Device) -> None:
+        """Load kernel `name` from `image` (a cubin, or PTX), compiled elsewhere from the kernel as `spec`
+        specializes it (the daemon's tuned winner; `meta` its backend's metadata), as the launch of `spec` in
+        `context`: a launch that specializes to it neither traces the kernel nor compiles it. Its parameters
+        are `spec`'s run-time ones, as tracing makes them."""
+        function = device.load(image, name, int(meta.get("shared", 0)), int(meta.get("num_warps", spec.attrs["num_warps"])),
+                               context)
         params = [(n, p) for n, p in spec.params if not isinstance(p, constexpr)]
         self.launchers[(spec.key, context)] = Launcher(function, [n for n, _ in params], [p for _, p in params],
                                                        self.lib, meta)

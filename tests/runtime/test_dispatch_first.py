@@ -5,7 +5,6 @@ pays for it), and a kernel compiled elsewhere (`Dispatcher.adopt`) launches untr
 from __future__ import annotations
 
 from despina import tuning
-from despina.runtime.cache import Binary
 
 from .conftest import CONTEXT, CudaArray, FakeGPU
 from .test_dispatch import add, arrays, fresh, words
@@ -39,7 +38,7 @@ def test_an_adopted_kernel_launches_untraced_with_the_traced_parameters(gpu: Fak
     config = SimpleConfig()
     spec, _, _, _ = tuning.specialization(k, config, (x, y, out, 4096), {}, (4,))
     d = k._dispatcher or k._gpu_dispatcher()
-    d.adopt(spec, Binary("add", b"\x7fELF adopted", {"shared": 0, "num_warps": 8}), CONTEXT, gpu.device)
+    d.adopt(spec, "add", b"\x7fELF adopted", {"shared": 0, "num_warps": 8}, CONTEXT, gpu.device)
     k.run(x, y, out, 4096, grid=(4,), **config.all_kwargs())
     assert k.cache == {} and gpu.compiled == [] and gpu.device.loads == [("add", 0, 8, CONTEXT)]
     assert gpu.lib.calls[-1].words == words(("p", 0x10000), ("p", 0x20000), ("p", 0x30000), ("i", 4096))
