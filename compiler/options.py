@@ -66,10 +66,13 @@ class CompileOptions:
             fields[name] = _coerce(kernel, name, value)
         return cls(**fields).check(kernel)
 
-    def check(self, kernel: str) -> CompileOptions:
-        """These options, when `kernel` can be compiled with them; else `OptionError` saying why."""
+    def check(self, kernel: str = "") -> CompileOptions:
+        """These options, when `kernel` (its name; "" when unknown, as for the daemon, which checks
+        them before it decodes the kernel) can be compiled with them; else `OptionError` saying why."""
+        where = f"kernel '{kernel}'" if kernel else "compile options"
+
         def bad(name: str, what: str) -> OptionError:
-            return OptionError(f"kernel '{kernel}': {name}={getattr(self, name)!r} {what}")
+            return OptionError(f"{where}: {name}={getattr(self, name)!r} {what}")
 
         if self.num_warps not in WARPS:
             raise bad("num_warps", f"is not one of {', '.join(map(str, WARPS))}: pass a power of two from 1 to 32")

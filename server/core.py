@@ -206,7 +206,7 @@ class CompileService:
         if not TARGET.fullmatch(req.target):
             raise InvalidArgument(f"target {req.target[:40]!r} is not an architecture like 'sm_90'")
         try:
-            req.options.check("the requested kernel")
+            req.options.check()
         except OptionError as e:
             raise InvalidArgument(str(e)) from None
         if not 0 <= req.driver_version <= MAX_DRIVER_VERSION:
