@@ -66,7 +66,7 @@ def device(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> I
 
 
 def _trace(kernel: despina.JITFunction, *args: Any, **kwargs: Any) -> Module:
-    options = CompileOptions(num_warps=kwargs.pop("num_warps", 4))
+    options = CompileOptions.make(kernel.__name__, num_warps=kwargs.pop("num_warps", None))
     spec = kernel.specialize(kernel.bind(args, kwargs), options)
     module, _ = generate_module(kernel, spec.params, options.debug, spec.attrs)
     return module
