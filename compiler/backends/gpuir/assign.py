@@ -241,10 +241,16 @@ class _Assigner:
         self.same_layout(op)
 
     @RULES.register("constant", "program_id", "num_programs", "arange", "splat", "reshape", "trans", "cat", "join",
-                    "split", "histogram", "device_print", "assume", "barrier")
+                    "split", "device_print", "assume", "barrier")
     def own_layout(self, op: Op) -> None:
         """Operands are read in whatever layout they have; each tile result takes a class of its own
         (`block` gives it one)."""
+
+    @RULES.register("histogram")
+    def histogram(self, op: Op) -> None:
+        """The values and their mask are read register by register together (`lower/indexing.py`): one
+        layout, converting the mask where it has another. The counts take a class of their own."""
+        self.same(op, list(range(len(op.operands))), [])
 
     @RULES.register("gather")
     def gather(self, op: Op) -> None:  # the result is laid out as its index; the source is read from shared memory

@@ -37,3 +37,20 @@ def test_each_load_reads_along_its_own_contiguous_dimension() -> None:
     ]
     assert gpuir.count("convert_layout(") == 1  # `a + b` meets them once
     assert "ld.global.v4.b32" in k.asm["ptx"] and "ld.global.b32" not in k.asm["ptx"]
+
+
+@despina.jit
+def masked_histogram(x_ptr, out_ptr):
+    offs = tl.arange(0, 512)
+    x = tl.load(x_ptr + offs)
+    tl.store(out_ptr + tl.arange(0, 256), tl.histogram(x, 256, mask=offs % 3 != 0))
+
+
+def test_a_histogram_reads_its_values_and_mask_in_one_layout() -> None:
+    """The mask no longer shares the load's address class, so it took the default layout while the
+    values took the load's 16-byte one; the lowering pairs them register by register (GPU: wrong counts)."""
+    k = despina.compile(masked_histogram, "*u8:16,*i32:16", {}, num_warps=4, target="sm_80")
+    gpuir = k.asm["gpuir"]
+    (x, mask) = re.findall(r"= histogram\((%\d+), (%\d+)\)", gpuir)[0]
+    layout = {v: enc for v, enc in re.findall(r"^\s*(%\d+) = .*(#L\d+)$", gpuir, re.M)}
+    assert layout[x] == layout[mask]
