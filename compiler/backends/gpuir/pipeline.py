@@ -50,7 +50,8 @@ _NOT_AHEAD = frozenset({"load", "dot"})
 @dataclass(frozen=True)
 class AsyncLoad:
     """A load issued as asynchronous copies into a ring of shared-memory buffers, read by `convert`
-    (the conversion to a dot operand) with `ldmatrix`."""
+    (the conversion to a dot operand) with `ldmatrix` (or, for 8- and 32-bit operands read along their
+    M or N rows, element by element: `lower/ldmatrix.py`)."""
 
     load: Op
     convert: Op
@@ -110,8 +111,8 @@ def _async_load(gpu: GpuFunction, op: Op, users: dict[int, list[Op]]) -> AsyncLo
         return "its tile has other users than one dot operand conversion"
     enc = gpu.encoding(user.result)
     elem = elem_of(op.result.type)
-    if not isinstance(enc, MmaOperand) or enc.k_width != 2 or not isinstance(elem, ScalarType) or elem.itemsize != 2:
-        return "it does not feed a 16-bit tensor-core operand"
+    if not isinstance(enc, MmaOperand) or not isinstance(elem, ScalarType) or enc.k_width * elem.itemsize != 4:
+        return "it does not feed a tensor-core operand (32-bit registers of k_width elements)"
     dots = users.get(id(user.result), [])
     if len(dots) != 1 or dots[0].name != "dot":
         return "its operand conversion has other users than one dot"

@@ -6,6 +6,12 @@ walk in vectors) in the swizzled layout of `gpuir.shared.operand_shared`, then r
 address of one 8-element row of one of four 8x8 matrices and receives, per matrix, the two
 elements of its fragment, so one instruction fills four 32-bit registers of the operand.
 Both sides are conflict-free by the swizzle (tests/compiler/backends/test_gpuir_shared.py).
+
+8- and 32-bit operands (int8, tf32) of a pipelined loop's ring are read the same way where K is
+contiguous: an 8x8 matrix of b16 pairs is 8 rows of 16 bytes, and a lane's 32-bit register is the
+4 int8 or the one fp32 element of its fragment (as in Triton). Where M or N is contiguous no
+`ldmatrix.trans` fits (it moves 16-bit halves), and each element is read by itself: its offset
+is the lane's, computed once, XOR a constant (the swizzle is linear), as Triton's B of tf32.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import llvmlite.ir as ir
 
 from ....ir.types import ElemType
 from ...gpuir import LinearLayout
+from ...gpuir.linear import log2
 from ...gpuir.mma import MmaOperand
 from ...gpuir.shared import SwizzledShared, operand_shared
 from .context import Lowering
@@ -59,9 +66,19 @@ class SharedOperand:
     op_idx: int
 
     @property
+    def pair_bits(self) -> int:
+        """The register bits of the elements one 32-bit register holds (k_width of them)."""
+        return log2(4 // elem_bytes(self.elem))
+
+    @property
     def group_mask(self) -> int:
-        """The register bits one `ldmatrix.x4` fills: a 32-bit pair and two matrix bits."""
-        return (1 << (1 + min(2, len(self.layout.reg) - 1))) - 1
+        """The register bits one `ldmatrix.x4` fills: a 32-bit register and two matrix bits."""
+        return (1 << (self.pair_bits + min(2, len(self.layout.reg) - self.pair_bits))) - 1
+
+    @property
+    def by_ldmatrix(self) -> bool:
+        """Whether `ldmatrix` reads it: 16-bit elements, or K contiguous (no `.trans`)."""
+        return self.pair_bits == 1 or self.shared.order[0] == (1 if self.op_idx == 0 else 0)
 
 
 def to_operand(ctx: Lowering, elem: ElemType, regs: Regs, src: LinearLayout, dst: LinearLayout, enc: MmaOperand) -> Regs:
@@ -84,16 +101,17 @@ def to_operand(ctx: Lowering, elem: ElemType, regs: Regs, src: LinearLayout, dst
         return [out[r] for r in range(dst.num_regs)]
 
 
-def _lane_origin(ctx: Lowering, dst: LinearLayout, contig: int) -> list[ir.Value]:
+def _lane_origin(ctx: Lowering, dst: LinearLayout, contig: int, pair_bits: int) -> list[ir.Value]:
     """This lane's row and column in the operand (computed once, at entry): row `lane % 8` of
-    matrix `lane / 8`, whose origin steps by the bases of register bits 1 and 2 (the operand's
-    second and third element pairs), plus the warp's part."""
+    matrix `lane / 8`, whose origin steps by the bases of the two register bits above a 32-bit
+    register's (`pair_bits`: the operand's second and third registers), plus the warp's part."""
     rows_dim = 1 - contig
+    matrix_bits = dst.reg[pair_bits : pair_bits + 2]
 
     def make(p: ir.IRBuilder) -> list[ir.Value]:
         lane_row: ir.Value = p.and_(ctx.lane, const(i32, 7))
         lane_col: ir.Value = const(i32, 0)
-        steps = [(ctx.lane, 3 + j, dst.reg[1 + j]) for j in range(min(2, len(dst.reg) - 1))]
+        steps = [(ctx.lane, 3 + j, basis) for j, basis in enumerate(matrix_bits)]
         steps += [(ctx.warp, w, basis) for w, basis in enumerate(dst.warp)]
         for source, bit, basis in steps:
             on = p.and_(p.lshr(source, const(i32, bit)), const(i32, 1))
@@ -103,29 +121,51 @@ def _lane_origin(ctx: Lowering, dst: LinearLayout, contig: int) -> list[ir.Value
                 lane_col = p.add(lane_col, p.mul(on, const(i32, basis[contig])))
         return [lane_row, lane_col]
 
-    return ctx.at_entry(("ldmatrix", contig, dst.reg[1:3], dst.warp), make)
+    return ctx.at_entry(("ldmatrix", contig, matrix_bits, dst.warp), make)
 
 
 def read_group(ctx: Lowering, operand: SharedOperand, reg: int) -> dict[int, ir.Value]:
-    """The registers of the `ldmatrix` group that holds register `reg` of the operand."""
+    """The registers of the `ldmatrix` group that holds register `reg` of the operand (of its 32-bit
+    register where `ldmatrix` does not fit)."""
+    if not operand.by_ldmatrix:
+        return _read_elements(ctx, operand, reg)
     b = ctx.b
     dst, swz = operand.layout, operand.shared
     contig, rows_dim = swz.order
     kdim = 1 if operand.op_idx == 0 else 0
-    count = (operand.group_mask + 1) // 2
+    pair_bits = operand.pair_bits
+    count = (operand.group_mask + 1) >> pair_bits
     name = LDMATRIX.format(n=count, trans=".trans" if contig != kdim else "")
-    lane_row, lane_col = _lane_origin(ctx, dst, contig)
+    lane_row, lane_col = _lane_origin(ctx, dst, contig, pair_bits)
     g = reg & ~operand.group_mask
     static = dst.reg_index(g)
     row = b.add(lane_row, const(i32, static[rows_dim])) if static[rows_dim] else lane_row
     col = b.add(lane_col, const(i32, static[contig])) if static[contig] else lane_col
     off = swizzled_offset(ctx, swz, dst.shape, row, col)
-    half = llvm_type(operand.elem)
-    ptr = b.gep(operand.base, [off], source_etype=half)
+    elem = llvm_type(operand.elem)
+    ptr = b.gep(operand.base, [off], source_etype=elem)
     res = ctx.call(name, ir.LiteralStructType([i32] * count), [ptr])
     out: dict[int, ir.Value] = {}
     for j in range(count):
-        pair = b.bitcast(b.extract_value(res, j), ir.VectorType(half, 2))
-        out[g | (j << 1)] = b.extract_element(pair, const(i32, 0))
-        out[g | (j << 1) | 1] = b.extract_element(pair, const(i32, 1))
+        word, first = b.extract_value(res, j), g | (j << pair_bits)
+        if not pair_bits:
+            out[first] = b.bitcast(word, elem)
+            continue
+        pair = b.bitcast(word, ir.VectorType(elem, 1 << pair_bits))
+        for e in range(1 << pair_bits):
+            out[first | e] = b.extract_element(pair, const(i32, e))
+    return out
+
+
+def _read_elements(ctx: Lowering, operand: SharedOperand, reg: int) -> dict[int, ir.Value]:
+    """The elements of the 32-bit register that holds register `reg`, one load each: the offsets of
+    the operand's elements in the buffer are a linear layout of its registers, lanes and warps."""
+    dst = operand.layout
+    offsets = dst.compose(operand.shared.linear(dst.shape).invert())
+    elem = llvm_type(operand.elem)
+    first = reg & ~((1 << operand.pair_bits) - 1)
+    out: dict[int, ir.Value] = {}
+    for r in range(first, first + (1 << operand.pair_bits)):
+        ptr = ctx.b.gep(operand.base, [ctx.index(offsets, r)[0]], source_etype=elem)
+        out[r] = ctx.b.load(ptr, typ=elem, align=elem_bytes(operand.elem))
     return out
