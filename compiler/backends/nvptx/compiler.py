@@ -17,7 +17,7 @@ from ..gpuir.pipeline import plan_pipelines
 from ..gpuir.printer import print_gpuir_with_locs
 from .isolate import emit_ptx_isolated
 from .lines import line_table
-from .link import kernel_resources, link_cubin, nvjitlink_version
+from .link import kernel_resources, link_cubin, nvjitlink_version, ptxas_warnings
 from .llvm import emit_ptx, llvm_version, unresolved_intrinsics
 from .lower import lower
 from .occupancy import second_cta
@@ -33,7 +33,7 @@ class NvptxKernel:
     installed) and `lines`, the source line of each line of the text stages but SASS (JSON, see
     `lines.line_table`); `metadata` what a launcher needs (`name`, `num_warps`, `shared` bytes of dynamic
     shared memory), the compile options (`CompileOptions.as_dict`) and what the kernel uses per the cubin and ptxas' report (`registers`, spills,
-    `stack`)."""
+    `stack`), and ptxas' numbered findings (`ptxas_warnings`: C7514, wgmma serialized, and the like)."""
 
     name: str
     asm: Stages
@@ -128,6 +128,7 @@ def compile_module(
         "llvm_version": llvm_version(),
         "nvjitlink_version": nvjitlink_version(),
         "link_log": log,
+        "ptxas_warnings": ptxas_warnings(log),
     }
     metadata.update(launch)  # `prints` and `asserts`: what a launch must do after the kernel
     if libdevice is not None:

@@ -69,6 +69,16 @@ def kernel_resources(cubin: bytes, log: str, kernel: str) -> Resources:
     return Resources(**found)
 
 
+_WARNING = re.compile(r"^.*\((C\d{4})\).*$", re.M)
+
+
+def ptxas_warnings(log: str) -> list[str]:
+    """The lines of an info log where ptxas reports a numbered finding: `(C7514) Potential
+    Performance Loss: wgmma.mma_async instructions are serialized ...` and the like, which nvJitLink
+    (13.5) passes on in its info log with or without `-verbose`."""
+    return [m.group(0).removeprefix("ptxas info    : ").strip() for m in _WARNING.finditer(log)]
+
+
 def nvjitlink_version() -> str:
     from cuda.bindings import nvjitlink
 

@@ -7,10 +7,11 @@ from collections.abc import Callable
 import llvmlite.ir as ir
 
 from ....ir.core import Op
-from ....ir.types import ElemType, PointerType, ScalarType, elem_of
+from ....ir.types import ElemType, PointerType, ScalarType, bfloat16, elem_of, float16, float32
 from .context import Lowering
 from .registry import Regs, lowering
 from .types import bf16, const, f32, i1, llvm_type
+from .wgmma import is_accumulator, truncate_pairs
 
 Binary = Callable[[ir.IRBuilder, ir.Value, ir.Value], ir.Value]
 
@@ -191,6 +192,8 @@ def cast_value(ctx: Lowering, x: ir.Value, src: ElemType, dst: ElemType, roundin
 def cast(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
     src, dst = elem_of(op.operands[0].type), op.attrs["to"]
     rounding = str(op.attrs.get("rounding") or "")
+    if src == float32 and dst in (float16, bfloat16) and rounding in ("", "rtne") and is_accumulator(ctx, op.operands[0]):
+        return [truncate_pairs(ctx, args[0], dst)]
     return [[cast_value(ctx, x, src, dst, rounding) for x in args[0]]]
 
 

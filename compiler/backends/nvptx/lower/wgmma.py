@@ -21,11 +21,11 @@ from contextlib import ExitStack
 
 import llvmlite.ir as ir
 
-from ....ir.core import Op
+from ....ir.core import Op, Value
 from ....ir.types import ScalarType, elem_of
+from ...gpuir import CONVERT
 from ...gpuir.mma import Mma
 from ...gpuir.pipeline import LoopPipeline
-from ...gpuir import CONVERT
 from ...gpuir.shared import operand_shared
 from ...gpuir.wgmma import INSTR_K, descriptor, operand_strides, swizzle_bytes
 from .context import Lowering
@@ -59,6 +59,27 @@ def wait(ctx: Lowering, pending: int, regs: Regs) -> Regs:
         constraints = ",".join(["=f"] * n + [str(i) for i in range(n)])
         res = ctx.asm(ir.LiteralStructType([f32] * n), text, constraints, chunk, side_effect=True)
         out += [ctx.b.extract_value(res, i) for i in range(n)]
+    return out
+
+
+def is_accumulator(ctx: Lowering, value: Value) -> bool:
+    """Whether `value` is laid out as a wgmma accumulator (its registers are ones wgmma writes)."""
+    enc = ctx.gpu.encoding(value)
+    return isinstance(enc, Mma) and enc.version == 3
+
+
+def truncate_pairs(ctx: Lowering, regs: Regs, dst: ScalarType) -> Regs:
+    """fp32 accumulator registers rounded to `dst` (fp16 or bf16) two at a time, by the packed
+    `cvt.rn.{f16,bf16}x2.f32`: ptxas takes a scalar `cvt.rn.f16.f32` that reads a register some
+    wgmma wrote for a reader inside the wgmma pipeline, even after `wait_group 0`, and serializes
+    every wgmma of the kernel (C7514), where the packed form and arithmetic leave them alone."""
+    assert len(regs) % 2 == 0, "an accumulator holds pairs of adjacent columns"
+    b, to = ctx.b, llvm_type(dst)
+    text = f"cvt.rn.{'bf16' if dst.is_bf16() else 'f16'}x2.f32 $0, $2, $1;"  # $1 into the low half
+    out: list[ir.Value] = []
+    for j in range(0, len(regs) - 1, 2):
+        packed = b.bitcast(ctx.asm(i32, text, "=r,f,f", [regs[j], regs[j + 1]]), ir.VectorType(to, 2))
+        out += [b.extract_element(packed, const(i32, 0)), b.extract_element(packed, const(i32, 1))]
     return out
 
 

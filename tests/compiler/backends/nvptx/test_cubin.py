@@ -20,7 +20,7 @@ from despina.compiler.backends.nvptx.cubin import (  # noqa: E402
     function_attributes,
     sections,
 )
-from despina.compiler.backends.nvptx.link import kernel_resources  # noqa: E402
+from despina.compiler.backends.nvptx.link import kernel_resources, ptxas_warnings  # noqa: E402
 
 from .. import kernels  # noqa: E402
 
@@ -119,3 +119,17 @@ def test_parse_info_log_in_the_linkers_wording() -> None:
     )
     res = parse_info_log(log, "k")
     assert (res.registers, res.stack, res.static_shared) == (32, 16, 1024)
+
+
+def test_ptxas_warnings_are_the_numbered_lines() -> None:
+    log = (  # nvJitLink 13.5's info log for the bf16 tutorial matmul before its epilogue rounded in pairs
+        "ptxas info    : (C7514) Potential Performance Loss: wgmma.mma_async instructions are serialized due to "
+        "non wgmma instructions reading accumulator registers of  a wgmma between start and end of the pipeline "
+        "stage in the function 'matmul_kernel' in line 0\n"
+        "ptxas info    : 0 bytes gmem\n"
+        "ptxas info    : Used 128 registers, used 1 barriers\n"
+    )
+    (warning,) = ptxas_warnings(log)
+    assert warning.startswith("(C7514) Potential Performance Loss: wgmma.mma_async instructions are serialized")
+    assert ptxas_warnings("ptxas info    : Used 128 registers, used 1 barriers\n") == []
+    assert compile_module(kernels.vector_add(), isolate=False).metadata["ptxas_warnings"] == []

@@ -115,3 +115,18 @@ def test_a_wgmma_plan_lowered_for_plain_sm_90_is_a_clear_error() -> None:
     plan_pipelines(gpu, 3)
     with pytest.raises(Exception, match=r"op 'dot': wgmma \(llvm\.nvvm\.wgmma\.\S+\) needs sm_90a .* compiled for sm_90:"):
         lower(gpu, get_target("sm_90"))
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+@pytest.mark.parametrize("bn", [128, 256])
+def test_tutorial_matmul_links_without_serialized_wgmma(dtype: str, bn: int) -> None:
+    """ptxas (through nvJitLink's info log) finds no reason to serialize the wgmmas (C7514 and the
+    other C75xx). The bf16 kernel stores `acc.to(tl.float16)` to bf16: it rounded each accumulator
+    register by a scalar `cvt.rn.f16.f32`, which ptxas counts as a read inside the wgmma pipeline
+    even after `wait_group 0`; accumulators are now rounded in pairs."""
+    k = _matmul(bn, dtype=dtype)
+    assert not [w for w in k.metadata["ptxas_warnings"] if "(C75" in w], k.metadata["ptxas_warnings"]
+    ptx = k.asm["ptx"]
+    assert not re.search(r"cvt\.rn\.b?f16\.f32", ptx)  # no scalar rounding of an accumulator register
+    acc_regs = 128 * bn // 256  # the 128 x bn accumulator over 256 threads
+    assert len(re.findall(r"cvt\.rn\.f16x2\.f32 %r\d+, %r\d+, %r\d+;", ptx)) == acc_regs // 2
