@@ -17,8 +17,9 @@ What a kernel's IR, and so its cubin, depends on, and the key covers:
   and its specialization (== 1, a multiple of 16), the constexprs' and launch options' values, and
   whether the kernel is compiled with debug checks (DESPINA_DEBUG).
 
-Despina's own code (the frontend, the language) is covered by its version, which `tuning_key` adds:
-two installs of one version are taken to trace a kernel alike.
+Despina's own code (the frontend, the language, the compiler) is covered by a digest of its sources
+(`runtime.cache.frontend_digest`), so that two checkouts or installs that would trace a kernel apart
+never share a winner's cubin.
 """
 
 from __future__ import annotations
@@ -30,19 +31,22 @@ import types
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .runtime.cache import frontend_digest
+
 if TYPE_CHECKING:
     from .autotuner import Autotuner, Config
     from .jit import JITFunction
 
 # The rule's version: a record made under another rule is another key (its winner's cubin may have been
 # compiled from code that this rule tells apart).
-RULE = 2
+RULE = 3
 
 
 def client_key(at: Autotuner, configs: Sequence[Config], named: dict[str, Any]) -> str:
     fn: JITFunction = at.fn
     header = {
         "v": RULE,
+        "despina": frontend_digest(),
         "kernel": source_key(fn),
         "debug": fn.options({}, interpret=False).debug,
         "configs": [sorted((k, repr(v)) for k, v in c.all_kwargs().items()) for c in configs],  # maxnreg too
@@ -121,7 +125,7 @@ def _keyed(value: Any) -> bool:
 
 def _attributes(path: str, module: types.ModuleType, names: set[str], seen: set[int]) -> Iterator[tuple[str, Any]]:
     """What a kernel may read as `module.name` (`module.sub.name`, ...) for the names its code holds, from a
-    module of the user's: Despina's own are covered by its version."""
+    module of the user's: Despina's own are covered by `frontend_digest`."""
     if module.__name__.split(".")[0] == "despina" or id(module) in seen:
         return
     seen.add(id(module))

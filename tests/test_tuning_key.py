@@ -164,3 +164,15 @@ def test_a_kernel_without_source_says_so(tmp_path: Path) -> None:
     exec(compile("import despina\n@despina.jit\ndef k(x):\n    pass\n", str(tmp_path / "gone.py"), "exec"), namespace)
     with pytest.raises(despina.CompilationError, match="cannot read the kernel's source"):
         source_key(namespace["k"])
+
+
+def test_despinas_own_sources_are_in_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A winner's cubin is launched untraced, so two Despina checkouts that would trace a kernel apart
+    (a changed frontend or language, one version string) must not share a tuning."""
+    import despina.tuning_key as tuning_key
+
+    at = load(tmp_path / "kernels.py").scale_kernel
+    first = client_key(at, at.configs, named(4096))
+    assert client_key(at, at.configs, named(4096)) == first
+    monkeypatch.setattr(tuning_key, "frontend_digest", lambda: "0" * 64)
+    assert client_key(at, at.configs, named(4096)) != first

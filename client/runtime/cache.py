@@ -301,16 +301,32 @@ def _sources(root: str) -> list[tuple[str, int, int]]:
 
 
 def backend_digest() -> str:
-    """SHA-256 of the backend's sources (each file's relative path, a NUL and its bytes, in path order).
-    Hashing them costs a fresh process milliseconds, so the digest is kept in the cache folder
-    (`toolchain/`) under a hash of the files' (path, size, mtime_ns) list: any edit, added or removed
-    file (an editable install's sources change) names another entry, which is computed again."""
+    """SHA-256 of the backend's sources (`source_digest`)."""
     import despina.compiler.backends as backends
 
-    root = os.path.dirname(os.path.abspath(backends.__file__))
+    return source_digest(os.path.dirname(os.path.abspath(backends.__file__)), "backend")
+
+
+@functools.cache
+def frontend_digest() -> str:
+    """SHA-256 of all of Despina's Python sources, the client's (frontend, language) and the compiler's:
+    what a kernel's IR depends on besides the user's code, for the keys of work that skips tracing (a
+    tuning's winner, `tuning_key`). Once per process (its `source_digest`s stat every file)."""
+    import despina
+    import despina.compiler as compiler
+
+    roots = [os.path.dirname(os.path.abspath(m.__file__)) for m in (despina, compiler)]
+    return hashlib.sha256("".join(source_digest(r, "frontend") for r in roots).encode()).hexdigest()
+
+
+def source_digest(root: str, tag: str) -> str:
+    """SHA-256 of the `.py` files under `root` (each file's relative path, a NUL and its bytes, in path
+    order). Hashing them costs a fresh process milliseconds, so the digest is kept in the cache folder
+    (`toolchain/<stamp>.<tag>`) under a hash of the files' (path, size, mtime_ns) list: any edit, added
+    or removed file (an editable install's sources change) names another entry, which is computed again."""
     files = _sources(root)
     stamp = hashlib.sha256(json.dumps([root, files]).encode()).hexdigest()
-    kept = cache_dir() / "toolchain" / f"{stamp}.backend"
+    kept = cache_dir() / "toolchain" / f"{stamp}.{tag}"
     try:
         digest = kept.read_text()
     except OSError:
@@ -324,7 +340,7 @@ def backend_digest() -> str:
     digest = source.hexdigest()
     try:
         kept.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=kept.parent, prefix=".backend.", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=kept.parent, prefix=f".{tag}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "w") as f:
                 f.write(digest)

@@ -314,3 +314,18 @@ def test_prestart_is_for_in_process_compiles_only(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(remote, "server", lambda: None)
     kernels.prestart("sm_90")
     assert started == ["sm_90"]
+
+
+def test_the_frontend_digest_covers_the_client_and_the_compiler(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import despina
+    import despina.compiler as compiler
+
+    monkeypatch.setenv("DESPINA_CACHE_DIR", str(tmp_path / "cache"))
+    roots = [str(Path(m.__file__).resolve().parent) for m in (despina, compiler)]
+    expected = hashlib.sha256("".join(cache.source_digest(r, "frontend") for r in roots).encode()).hexdigest()
+    cache.frontend_digest.cache_clear()
+    try:
+        assert cache.frontend_digest() == expected
+        assert len(list((tmp_path / "cache" / "toolchain").glob("*.frontend"))) == 2
+    finally:
+        cache.frontend_digest.cache_clear()
