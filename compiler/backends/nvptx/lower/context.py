@@ -97,6 +97,9 @@ class Lowering:
         self.shared_operands: dict[int, SharedOperand] = {}
         """Dot operands (by value) that lie in shared memory, read by the dot itself (ring slots of
         pipelined loads: `lower/pipeline.py`)."""
+        self.scale_d: dict[int, ir.Value] = {}
+        """wgmma dots (by op) whose first K step adds the accumulator only where this i1 is true:
+        the first iteration of a loop whose accumulator starts at zero (`lower/wgmma.py`)."""
         self.prints = False
         """Whether the kernel prints (`device_print`): its launches wait for it and flush stdout."""
         self.asserts: list[dict[str, Any]] = []

@@ -11,6 +11,7 @@ from .context import Lowering
 from .phis import close_phis, for_header, phis
 from .pipeline import pipelined_for
 from .registry import Regs, lowering
+from .wgmma import ZeroStart
 
 
 @lowering("for")
@@ -22,7 +23,9 @@ def for_loop(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
     lo, hi, step = args[0][0], args[1][0], args[2][0]
     bound = elem_of(op.operands[0].type)
     signed = isinstance(bound, ScalarType) and bound.is_int_signed()
-    header, exit_, ((iv,), *carried) = for_header(ctx, [[lo], *args[3:]], signed, hi)
+    zero = ZeroStart(ctx, op)
+    header, exit_, ((iv,), *carried) = for_header(ctx, [[lo], *zero.inits(args[3:])], signed, hi)
+    zero.enter(iv, lo)
     ctx.shared.loop_begin()
     yields = ctx.lower_region(op.regions[0], [[iv], *carried])
     ctx.loop_body_end()
@@ -31,7 +34,7 @@ def for_loop(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
     close_phis(carried, yields, latch)
     b.branch(header)
     b.position_at_end(exit_)
-    return [list(row) for row in carried]
+    return zero.leave([list(row) for row in carried], iv, lo, hi)
 
 
 @lowering("if")

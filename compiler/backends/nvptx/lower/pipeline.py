@@ -37,7 +37,7 @@ from .ldmatrix import SharedOperand, swizzled_offset
 from .phis import close_phis, for_header, less
 from .registry import Regs
 from .types import const, i8, i32, llvm_type, void
-from .wgmma import align_smem, settle
+from .wgmma import ZeroStart, align_smem, settle
 
 
 def _copy(ctx: Lowering, a: AsyncLoad, slot_base: ir.Value, live: ir.Value) -> None:
@@ -134,8 +134,10 @@ def pipelined_for(ctx: Lowering, op: Op, args: list[Regs], plan: LoopPipeline) -
         for s in range(stages - 1):
             iv = b.add(lo, b.mul(step, const(lo.type, s))) if s else lo
             ahead = pipe.issue(iv, hi, ahead, const(i32, s))
+        zero = ZeroStart(ctx, op)
         header, exit_, ((iv,), (slot,), *rows) = for_header(
-            ctx, [[lo], [const(i32, 0)], *args[3:], *ahead.values()], pipe.signed, hi)
+            ctx, [[lo], [const(i32, 0)], *zero.inits(args[3:]), *ahead.values()], pipe.signed, hi)
+        zero.enter(iv, lo)
         carried, ahead_phis = rows[: len(args) - 3], rows[len(args) - 3 :]
         ctx.shared.loop_begin()
         ctx.call("llvm.nvvm.cp.async.wait.group", void, [const(i32, stages - 2)])
@@ -163,5 +165,5 @@ def pipelined_for(ctx: Lowering, op: Op, args: list[Regs], plan: LoopPipeline) -
         b.position_at_end(exit_)
         ctx.call("llvm.nvvm.cp.async.wait.group", void, [const(i32, 0)])
         results = [list(row) for row in carried]
-    return settle(ctx, op, plan, results) if plan.async_dots else results
+    return zero.leave(settle(ctx, op, plan, results) if plan.async_dots else results, iv, lo, hi)
 

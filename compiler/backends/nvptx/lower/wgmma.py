@@ -83,6 +83,57 @@ def truncate_pairs(ctx: Lowering, regs: Regs, dst: ScalarType) -> Regs:
     return out
 
 
+class ZeroStart:
+    """A loop's accumulators that start at a constant zero tile and that one wgmma dot of the body
+    accumulates every iteration (`acc = tl.zeros(...)`; `acc = tl.dot(a, b, acc)`): they enter the
+    loop undefined, with no register zeroed, and the dot's first K step of the first iteration
+    ignores them (scale-d 0). A loop that may run no iteration gives zero where it ran none."""
+
+    def __init__(self, ctx: Lowering, loop: Op) -> None:
+        self.ctx = ctx
+        self.rows: dict[int, Op] = {}  # carried value j (0 for the first after the bounds) -> its dot
+        if not ctx.target.has("wgmma"):
+            return
+        body = loop.regions[0]
+        yields = body.terminator
+        assert yields is not None
+        for j, init in enumerate(loop.operands[3:]):
+            owner = init.owner
+            if not (isinstance(owner, Op) and owner.name == "constant" and owner.attrs.get("value") == 0):
+                continue
+            arg = body.args[1 + j]
+            users = [(op, i) for op in body.walk() for i, v in enumerate(op.operands) if v is arg]
+            if len(users) != 1:
+                continue
+            dot, i = users[0]
+            if dot.name == "dot" and i == 2 and yields.operands[j] is dot.result and is_accumulator(ctx, dot.result) \
+                    and any(op is dot for op in body.ops):
+                self.rows[j] = dot
+
+    def inits(self, inits: list[Regs]) -> list[Regs]:
+        """The loop's initial carried values: undefined for the zero-started accumulators."""
+        return [[ir.Constant(r.type, ir.Undefined) for r in regs] if j in self.rows else list(regs)
+                for j, regs in enumerate(inits)]
+
+    def enter(self, iv: ir.Value, lo: ir.Value) -> None:
+        """In the body, where `iv` is the induction variable: scale-d for each dot, false on the
+        first iteration."""
+        if self.rows:
+            later = self.ctx.b.icmp_unsigned("!=", iv, lo)
+            self.ctx.scale_d.update({id(dot): later for dot in self.rows.values()})
+
+    def leave(self, results: list[Regs], iv: ir.Value, lo: ir.Value, hi: ir.Value) -> list[Regs]:
+        """The loop's results, given `iv` at its exit: zero where no iteration ran, unless the
+        bounds are constants that say one did."""
+        if not self.rows or (isinstance(lo, ir.Constant) and isinstance(hi, ir.Constant)
+                             and int(lo.constant) < int(hi.constant)):
+            return results
+        b = self.ctx.b
+        skipped = b.icmp_unsigned("==", iv, lo)
+        return [[b.select(skipped, ir.Constant(r.type, 0.0), r) for r in regs] if j in self.rows else regs
+                for j, regs in enumerate(results)]
+
+
 def _stage(ctx: Lowering, stack: ExitStack, op: Op, i: int) -> SharedOperand:
     """Operand `i` stored into a scratch buffer laid out in swizzle atoms, from the registers of the
     value that its conversion converts (which wgmma spares: `shapes.convert_layout`), contiguous
@@ -132,7 +183,9 @@ def _warpgroup_origin(ctx: Lowering, acc: Mma, warp_bases: tuple[tuple[int, ...]
     return ctx.at_entry(("wgmma", acc, warp_bases), make)
 
 
-def _instruction(ctx: Lowering, kind: str, n: int, da: ir.Value, db: ir.Value, acc: list[ir.Value], tnsp: tuple[int, int]) -> list[ir.Value]:
+def _instruction(
+    ctx: Lowering, kind: str, n: int, da: ir.Value, db: ir.Value, acc: list[ir.Value], tnsp: tuple[int, int], scale_d: ir.Value
+) -> list[ir.Value]:
     count = n // 2
     regs = ", ".join(f"${j}" for j in range(count))
     text = (
@@ -141,7 +194,7 @@ def _instruction(ctx: Lowering, kind: str, n: int, da: ir.Value, db: ir.Value, a
         f"{tnsp[0]}, {tnsp[1]};\n}}"
     )
     constraints = ",".join(["=f"] * count + ["l", "l", "r"] + [str(j) for j in range(count)])
-    res = ctx.asm(ir.LiteralStructType([f32] * count), text, constraints, [da, db, const(i32, 1), *acc], side_effect=True)
+    res = ctx.asm(ir.LiteralStructType([f32] * count), text, constraints, [da, db, scale_d, *acc], side_effect=True)
     return [ctx.b.extract_value(res, j) for j in range(count)]
 
 
@@ -173,6 +226,8 @@ def wgmma_dot(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
             ctx.barrier()
         tnsp = tuple(int(operand_strides(s.shared, (s.layout.shape[0], s.layout.shape[1]), s.op_idx, 2)[2]) for s in (a, bv))
         ctx.call("llvm.nvvm.wgmma.fence.sync.aligned", void, [])
+        first = ctx.scale_d.get(id(op))
+        scale_first = const(i32, 1) if first is None else b.zext(first, i32)
         for k0 in range(0, a.layout.shape[1], INSTR_K):
             k = const(i32, k0)
             for r0 in range(0, c_ll.num_regs, per_instr):
@@ -180,7 +235,8 @@ def wgmma_dot(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
                 m0 = b.add(wg_m, const(i32, m_s)) if m_s else wg_m
                 n0 = b.add(wg_n, const(i32, n_s)) if n_s else wg_n
                 da, db = _descriptor(ctx, a, (m0, k)), _descriptor(ctx, bv, (k, n0))
-                out[r0 : r0 + per_instr] = _instruction(ctx, kind, n, da, db, out[r0 : r0 + per_instr], (tnsp[0], tnsp[1]))
+                out[r0 : r0 + per_instr] = _instruction(ctx, kind, n, da, db, out[r0 : r0 + per_instr], (tnsp[0], tnsp[1]),
+                                                        scale_first if k0 == 0 else const(i32, 1))
         ctx.call("llvm.nvvm.wgmma.commit_group.sync.aligned", void, [])
         out = wait(ctx, 1 if is_async(ctx, op) and not any(staged) else 0, out)
     return [out]

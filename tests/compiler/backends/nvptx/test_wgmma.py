@@ -130,3 +130,17 @@ def test_tutorial_matmul_links_without_serialized_wgmma(dtype: str, bn: int) -> 
     assert not re.search(r"cvt\.rn\.b?f16\.f32", ptx)  # no scalar rounding of an accumulator register
     acc_regs = 128 * bn // 256  # the 128 x bn accumulator over 256 threads
     assert len(re.findall(r"cvt\.rn\.f16x2\.f32 %r\d+, %r\d+, %r\d+;", ptx)) == acc_regs // 2
+
+
+def test_a_zero_started_accumulator_is_zeroed_by_scale_d() -> None:
+    """`acc = tl.zeros(...)` then `acc = tl.dot(a, b, acc)` in the loop: no register is zeroed
+    before the loop; the first K step's scale-d is false on the first iteration only (the others
+    add); where the loop ran no iteration (K = 0), the result is selected to zero after it."""
+    ptx = _matmul(128).asm["ptx"]
+    assert not re.search(r"mov\.(b32|f32)\s+%r\d+, 0f00000000;", ptx)
+    scales = re.findall(r"setp\.ne\.b32 p, (%r\d+), 0;", ptx)
+    assert len(scales) == 4 and scales[0] != scales[1] and len(set(scales[1:])) == 1
+    assert re.search(rf"selp\.b32\s+{re.escape(scales[0])}, 1, 0, %p\d+;", ptx)  # iv != lo
+    assert re.search(rf"mov\.b32\s+{re.escape(scales[1])}, 1;", ptx)
+    after = ptx[ptx.index("wgmma.wait_group.sync.aligned 0;") :]
+    assert len(re.findall(r"selp\.f32\s+%r\d+, 0f00000000, %r\d+, %p\d+;", after)) == 128 * 128 // 256
