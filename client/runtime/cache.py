@@ -315,7 +315,7 @@ def frontend_digest() -> str:
     import despina
     import despina.compiler as compiler
 
-    roots = [os.path.dirname(os.path.abspath(m.__file__)) for m in (despina, compiler)]
+    roots = [os.path.dirname(os.path.abspath(str(m.__file__))) for m in (despina, compiler)]
     return hashlib.sha256("".join(source_digest(r, "frontend") for r in roots).encode()).hexdigest()
 
 
