@@ -24,6 +24,7 @@ from despina.compiler.ir.verifier import VerificationError, verify
 from despina.compiler.options import CompileOptions
 from despina.compiler.passes.pipeline import run_pipeline
 from despina.language.core import constexpr, tensor, unwrap
+from despina.language.descriptors import DescriptorArg, flatten
 from despina.language.semantic import to_tensor
 
 from . import arguments
@@ -34,6 +35,7 @@ from .frontend.codegen import generate_module, is_constexpr_annotation
 from .frontend.source import Source
 from .runtime import env as _env
 from .specialization import LAUNCH_OPTIONS, Specialization
+from .tools.tensor_descriptor import expand
 
 _INTERPRET = _env.key("DESPINA_INTERPRET")
 _ENVIRON = _env.STORE
@@ -161,7 +163,10 @@ class JITFunction(JitCallable):
         out: list[tuple[str, Any]] = []
         for name, value in self.bind(args, kwargs, launch=False).items():
             value = unwrap(value)
-            if name in self.constexpr_names:
+            parts = flatten(name, value)
+            if parts is not None:  # a tensor descriptor: its DescriptorArg, then its tensors
+                out += [(n, constexpr(v) if isinstance(v, DescriptorArg) else v) for n, v in parts]
+            elif name in self.constexpr_names:
                 if isinstance(value, tensor):
                     raise TypeError(f"parameter '{name}' of '{self.__name__}' is a tl.constexpr but got a run-time tensor")
                 out.append((name, constexpr(value)))
@@ -176,15 +181,18 @@ class JITFunction(JitCallable):
     # ---- specialization ----------------------------------------------------------------------
 
     def specialize(self, bound: dict[str, Any], options: CompileOptions) -> Specialization:
+        """The specialization of a launch with arguments `bound` (by name; TensorDescriptors as they are or
+        already `expand`ed)."""
         key: list[Any] = []
         params: list[tuple[str, Any]] = []
         runtime: list[Any] = []
         divisible: list[int] = []
         equal_to_1: list[int] = []
-        for name, value in bound.items():
+        for name, value in expand(bound).items():
             value = unwrap(value)
             spec = name not in self.do_not_specialize
-            if name in self.constexpr_names or value is None or isinstance(value, (str, _t.ScalarType, tuple)):
+            if name in self.constexpr_names or value is None or isinstance(value, (str, _t.ScalarType, tuple,
+                                                                                   DescriptorArg)):
                 key.append(("c", name, value))
                 params.append((name, constexpr(value)))
                 continue
@@ -213,7 +221,7 @@ class JITFunction(JitCallable):
                     divisible.append(index)
             else:
                 raise TypeError(f"argument '{name}' of kernel '{self.__name__}' is a {type(value).__name__}; "
-                                "kernels take arrays/tensors, numbers, None and constexprs")
+                                "kernels take arrays/tensors, TensorDescriptors, numbers, None and constexprs")
             runtime.append(value)
         key.append(("o", options))
         key.append(("g", tuple(sorted((k, repr(v)) for k, v in self._current_globals().items()))))
@@ -260,7 +268,7 @@ class JITFunction(JitCallable):
         """The interpreter's buffer for array argument `name`: its memory from its first element. A
         non-contiguous array warns, once per kernel and argument: its strides are not what the kernel reads."""
         arr = arguments.host_array(value.base if isinstance(value, TensorWrapper) else value)
-        if name not in self._warned_strided:
+        if "." not in name and name not in self._warned_strided:  # a descriptor's base ('d.base') has its strides
             message = arguments.strided_warning(self.__name__, name, arr)
             if message is not None:
                 self._warned_strided.add(name)

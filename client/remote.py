@@ -451,7 +451,9 @@ def run_remote(fn: JITFunction, grid: Any, args: Sequence[Any], kwargs: dict[str
     from despina.arguments import TensorWrapper
     from despina.compiler.ir.types import PointerType, ScalarType
     from despina.language.core import unwrap
+    from despina.language.descriptors import DescriptorArg
     from despina.specialization import LAUNCH_OPTIONS
+    from despina.tools.tensor_descriptor import expand
 
     name = fn.__name__
     url = server()
@@ -465,13 +467,14 @@ def run_remote(fn: JITFunction, grid: Any, args: Sequence[Any], kwargs: dict[str
                         "call returns once it is done)")
     options = fn.options(launch, interpret=False)
     bound = fn.bind(args, call_kwargs)
+    flat = expand(bound)  # a TensorDescriptor as its base, shape and strides
     arrays: dict[str, tuple[Any, Any, tuple[int, ...]]] = {}  # name -> (array, a uint8 view of its bytes, shape)
     as_seen: dict[str, Any] = {}  # the arguments as specialize sees them
-    for pname, value in bound.items():
+    for pname, value in flat.items():
         v = unwrap(value)
         as_seen[pname] = value
         if pname in fn.constexpr_names or v is None or isinstance(v, (str, tuple, ScalarType, bool, int, float,
-                                                                       np.bool_, np.number)):
+                                                                       np.bool_, np.number, DescriptorArg)):
             continue  # constexprs and numbers, as a launch takes them
         base = v.base if isinstance(v, TensorWrapper) else v
         if not isinstance(base, np.ndarray):
@@ -498,7 +501,7 @@ def run_remote(fn: JITFunction, grid: Any, args: Sequence[Any], kwargs: dict[str
             values.append(RemoteBuffer(data.tobytes(), str(param.type.element_ty), shape))
             sent.append(pname)
         else:
-            v = unwrap(bound[pname])
+            v = unwrap(flat[pname])
             if isinstance(param.type, ScalarType) and param.type.is_floating():
                 values.append(float(v))
             else:

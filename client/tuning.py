@@ -115,16 +115,18 @@ def specialization(fn: JITFunction, config: Config, args: Sequence[Any], kwargs:
     from .runtime.dispatch import _Addressed
     from .runtime.pointers import device_pointer
     from .specialization import LAUNCH_OPTIONS
+    from .tools.tensor_descriptor import expand
 
     call_kwargs = {**kwargs, **config.all_kwargs()}
     launch = {k: call_kwargs.pop(k) for k in LAUNCH_OPTIONS if k in call_kwargs and k not in fn.arg_names}
     options = fn.options(launch, interpret=False)
     bound = fn.bind(args, call_kwargs)
-    addresses = {n: device_pointer(unwrap(v), n, fn.__name__) for n, v in bound.items()
+    flat = expand(bound)  # a TensorDescriptor as its base, shape and strides
+    addresses = {n: device_pointer(unwrap(v), n, fn.__name__) for n, v in flat.items()
                  if n not in fn.constexpr_names and arguments.is_array(unwrap(v))}
-    spec = fn.specialize({n: _Addressed(unwrap(v), addresses[n]) if n in addresses else v for n, v in bound.items()},
+    spec = fn.specialize({n: _Addressed(unwrap(v), addresses[n]) if n in addresses else v for n, v in flat.items()},
                          options)
-    return spec, options, fn._grid(grid, bound, launch), bound
+    return spec, options, fn._grid(grid, bound, launch), flat
 
 
 # ---- here: compiled in worker processes, measured here, kept on disk ------------------------------------

@@ -21,6 +21,7 @@ from despina.compiler.ir.builder import Builder
 from despina.compiler.ir.core import Block, Function, Loc, Module
 from despina.language import arith
 from despina.language.core import constexpr, is_builtin, tensor, tracing, unwrap
+from despina.language.descriptors import DescriptorArg
 from despina.language.semantic import to_tensor
 
 from .callable import JitCallable
@@ -429,6 +430,7 @@ class ModuleContext:
         self.stack.append(jitfn)
         try:
             with tracing(builder, self.inline_jit, self.debug):
+                _rebuild_descriptors(gen.scope, jitfn.fn.__name__)
                 gen.visit_statements(source.tree.body)
                 returns = gen.return_value
                 values = _flatten_returns(returns)
@@ -464,9 +466,17 @@ class ModuleContext:
 
         params = jitfn.bind_call(args, {})
         scope = {n: (p.value if isinstance(p, constexpr) else p) for n, p in params}
+        _rebuild_descriptors(scope, jitfn.fn.__name__)
         gen = CodeGenerator(self, jitfn, jitfn.source, scope, current_builder())
         gen.visit_statements(jitfn.source.tree.body)
         return gen.return_value
+
+
+def _rebuild_descriptors(scope: dict[str, Any], function: str) -> None:
+    """Tensor descriptors among a function's parameters, from the parts they arrive as (`DescriptorArg`)."""
+    for name, value in list(scope.items()):
+        if isinstance(value, DescriptorArg):
+            scope[name] = value.rebuild(name, scope, f"tensor descriptor '{name}' of '{function}'")
 
 
 def _flatten_returns(value: Any) -> list[tensor]:

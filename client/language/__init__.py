@@ -66,6 +66,7 @@ from .debug import (
     static_print,
     static_range,
 )
+from .descriptors import load_tensor_descriptor, make_tensor_descriptor, store_tensor_descriptor, tensor_descriptor
 from .indexing import bitonic_merge, flip, gather, histogram, sort, swizzle2d, topk
 from .inline_asm import inline_asm_elementwise
 from .memory import (

@@ -27,19 +27,31 @@ from .shape import _int_const, arange, expand_dims
 PADDING_OPTIONS = ("", "zero", "nan")
 
 
-def _scalars(values: Any, rank: int | None, what: str, dtype: _t.ScalarType) -> tuple[tensor, ...]:
+def scalars(values: Any, rank: int | None, what: str, dtype: _t.ScalarType, fn: str = "tl.make_block_ptr"
+            ) -> tuple[tensor, ...]:
+    """`values` (one per dimension of a block of `rank` dimensions) as integer scalars of `dtype`."""
     items = unwrap(values)
     items = list(items) if isinstance(items, (tuple, list)) else [items]
     if rank is not None and len(items) != rank:
-        raise ValueError(f"tl.make_block_ptr: {what} has {len(items)} entries, block_shape has {rank}; give one per "
-                         "dimension")
+        raise ValueError(f"{fn}: {what} has {len(items)} entries, block_shape has {rank}; give one per dimension")
     out = []
     for v in items:
         t = to_tensor(unwrap(v), dtype if not isinstance(unwrap(v), tensor) else None)
         if t.shape or not isinstance(t.dtype, _t.ScalarType) or not t.dtype.is_int():
-            raise TypeError(f"tl.make_block_ptr: every entry of {what} must be an integer scalar, got {t.type}")
+            raise TypeError(f"{fn}: every entry of {what} must be an integer scalar, got {t.type}")
         out.append(cast(t, dtype))
     return tuple(out)
+
+
+def block_dims(block_shape: Any, fn: str) -> tuple[int, ...]:
+    """`block_shape` as constexpr powers of two."""
+    blocks = unwrap(block_shape)
+    blocks = list(blocks) if isinstance(blocks, (tuple, list)) else [blocks]
+    dims = tuple(_int_const(d, "every entry of block_shape") for d in blocks)
+    for d in dims:
+        if d <= 0 or d & (d - 1):
+            raise ValueError(f"{fn}: block_shape {list(dims)} must hold powers of two")
+    return dims
 
 
 class block_ptr:
@@ -91,20 +103,15 @@ def make_block_ptr(base: Any, shape: Any, strides: Any, offsets: Any, block_shap
         raise TypeError(f"tl.make_block_ptr's base must be a pointer, got {p!r}")
     if p.dtype.element_ty == _t.int1:
         p = cast(p, _t.PointerType(_t.int8))
-    blocks = unwrap(block_shape)
-    blocks = list(blocks) if isinstance(blocks, (tuple, list)) else [blocks]
-    dims = tuple(_int_const(d, "every entry of block_shape") for d in blocks)
-    for d in dims:
-        if d <= 0 or d & (d - 1):
-            raise ValueError(f"tl.make_block_ptr: block_shape {list(dims)} must hold powers of two")
+    dims = block_dims(block_shape, "tl.make_block_ptr")
     orders = unwrap(order)
     orders = list(orders) if isinstance(orders, (tuple, list)) else [orders]
     perm = tuple(_int_const(o, "every entry of order") for o in orders)
     if sorted(perm) != list(range(len(dims))):
         raise ValueError(f"tl.make_block_ptr: order {list(perm)} must be a permutation of 0..{len(dims) - 1}")
     rank = len(dims)
-    return block_ptr(p, _scalars(shape, rank, "shape", _t.int64), _scalars(strides, rank, "strides", _t.int64),
-                     _scalars(offsets, rank, "offsets", _t.int32), dims, perm)
+    return block_ptr(p, scalars(shape, rank, "shape", _t.int64), scalars(strides, rank, "strides", _t.int64),
+                     scalars(offsets, rank, "offsets", _t.int32), dims, perm)
 
 
 @builtin
@@ -113,7 +120,7 @@ def advance(base: Any, offsets: Any) -> block_ptr:
     bp = unwrap(base)
     if not isinstance(bp, block_ptr):
         raise TypeError(f"tl.advance needs a block pointer from tl.make_block_ptr, got {bp!r}")
-    steps = _scalars(offsets, len(bp.block_shape), "tl.advance's offsets", _t.int32)
+    steps = scalars(offsets, len(bp.block_shape), "tl.advance's offsets", _t.int32)
     return bp.with_offsets([arith.add(o, s) for o, s in zip(bp.offsets, steps)])
 
 

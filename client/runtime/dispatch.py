@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from despina import arguments
 from despina.language.core import constexpr, unwrap
 from despina.specialization import LAUNCH_OPTIONS, Specialization
+from despina.tools.tensor_descriptor import expand
 
 from . import driver, env, libcuda, pointers
 from .driver import LastLaunch
@@ -170,9 +171,10 @@ class Dispatcher:
         stream = launch.get("stream")
         options = fn.options(launch, interpret=False)
         bound = fn.bind(args, call_kwargs)
-        addresses = {name: device_pointer(unwrap(v), name, self.name) for name, v in bound.items()
+        flat = expand(bound)  # a TensorDescriptor as its base, shape and strides
+        addresses = {name: device_pointer(unwrap(v), name, self.name) for name, v in flat.items()
                      if name not in fn.constexpr_names and arguments.is_array(unwrap(v))}
-        spec = fn.specialize({n: _Addressed(unwrap(v), addresses[n]) if n in addresses else v for n, v in bound.items()},
+        spec = fn.specialize({n: _Addressed(unwrap(v), addresses[n]) if n in addresses else v for n, v in flat.items()},
                              options)
         dims = fn._grid(grid, bound, launch)
         module = None if spec.key in self.adopted else fn.ir(spec, options)
@@ -181,13 +183,13 @@ class Dispatcher:
         if module is None and (spec.key, context) not in self.launchers:  # adopted in another context
             module = fn.ir(spec, options)
         launcher = self.launcher(spec, module, options, context, device)
-        torch_device = device.ordinal if any(is_torch(unwrap(v)) for v in bound.values()) else None
+        torch_device = device.ordinal if any(is_torch(unwrap(v)) for v in flat.values()) else None
         entry = self.file(args, kwargs, launcher, torch_device)
         if 0 in dims:
             return
         if stream is None and entry.torch_stream is not None:
             stream = entry.torch_stream(device.ordinal)
-        values = {n: addresses[n] if n in addresses else unwrap(bound[n]) for n in launcher.arg_names}
+        values = {n: addresses[n] if n in addresses else unwrap(flat[n]) for n in launcher.arg_names}
         launcher.launch(dims, values, stream_handle(stream))
 
     def launcher(self, spec: Specialization, module: Module | None, options: CompileOptions, context: int,

@@ -18,5 +18,6 @@ from language.test_program import *  # noqa: F403
 from language.test_random import *  # noqa: F403
 from language.test_reduction import *  # noqa: F403
 from language.test_shape import *  # noqa: F403
+from language.test_tensor_descriptor import *  # noqa: F403
 
 RECOLLECTS_DEVICE_TESTS = True

@@ -26,12 +26,9 @@ TRITON_3_6_NAMES = (
 )
 
 _FP8 = "the tile IR has no 8-bit float types (fp8 loads, casts and dot_scaled need them first)"
-_TMA = "tensor descriptors are TMA (sm_90) objects; the backend has no TMA lowering yet (use tl.make_block_ptr)"
 NOT_SUPPORTED = {
     "float8e4b15": _FP8, "float8e4nv": _FP8, "float8e4b8": _FP8, "float8e5": _FP8, "float8e5b16": _FP8,
     "dot_scaled": _FP8,
-    "make_tensor_descriptor": _TMA, "load_tensor_descriptor": _TMA, "store_tensor_descriptor": _TMA,
-    "tensor_descriptor": _TMA,
     "map_elementwise": "it runs a scalar function with control flow per element, which needs a scalar-region op the "
                        "IR lacks; elementwise @jit helpers on whole tiles do the same without branches",
     "condition": "Triton's `while tl.condition(c, disable_licm=...)` hint; despina's loop passes have no LICM switch",

@@ -32,6 +32,7 @@ from language.test_program import *  # noqa: F403
 from language.test_random import *  # noqa: F403
 from language.test_reduction import *  # noqa: F403
 from language.test_shape import *  # noqa: F403
+from language.test_tensor_descriptor import *  # noqa: F403
 
 import despina
 import despina.language as tl

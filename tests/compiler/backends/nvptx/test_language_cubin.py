@@ -24,6 +24,7 @@ from language.test_program import *  # noqa: F403
 from language.test_random import *  # noqa: F403
 from language.test_reduction import *  # noqa: F403
 from language.test_shape import *  # noqa: F403
+from language.test_tensor_descriptor import *  # noqa: F403
 
 pytest.importorskip("llvmlite")
 from .cubins import also_compile_to_cubins  # noqa: E402
