@@ -52,7 +52,7 @@ class tensor_descriptor:
     @property
     def block_type(self) -> _t.TileType:
         """The type of the tiles `load` returns."""
-        return _t.TileType(self.block_shape, self.dtype)  # type: ignore[arg-type]
+        return _t.TileType(self.block_shape, self.dtype)
 
     def __repr__(self) -> str:
         return f"tensor_descriptor({self.dtype}, block_shape={list(self.block_shape)})"
