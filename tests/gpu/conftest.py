@@ -14,6 +14,7 @@ from language.reference import NUMPY, as_dtype, bf16_bits, bf16_from_bits
 import despina
 import despina.language as tl
 from despina.compiler.ir.core import Module
+from despina.compiler.options import CompileOptions
 from despina.jit import TensorWrapper
 from despina.runtime import CudaUnavailableError, driver, kernels
 from despina.runtime.cache import Binary
@@ -59,12 +60,12 @@ def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, gpu
         pytest.importorskip("llvmlite")
         return "nvptx"
 
-    def compile_module(module: Module, options: dict[str, Any], target: str) -> Binary:
+    def compile_binary(module: Module, options: CompileOptions, target: str) -> Binary:
         name = module.kernel.name
         assert name in KERNELS, f"no hand-written PTX kernel '{name}'"
-        return Binary(name, cubin(name, target), {"shared": 0, "num_warps": options["num_warps"]}, {"ptx": KERNELS[name]})
+        return Binary(name, cubin(name, target), {"shared": 0, "num_warps": options.num_warps}, {"ptx": KERNELS[name]})
 
-    monkeypatch.setattr(kernels, "compile_module", compile_module)
+    monkeypatch.setattr(kernels, "compile_binary", compile_binary)
     return "ptx"
 
 
