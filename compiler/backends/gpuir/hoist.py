@@ -4,15 +4,20 @@ A tile loaded before a loop and used by a dot inside it (attention's Q, the firs
 converted to its operand layout where the dot is: in the loop, through shared memory in every
 iteration. A conversion whose source is defined outside the loop gives the same registers in
 every iteration, so it moves to just before the loop (out of each enclosing loop it does not
-depend on), as Triton's loop-invariant code motion does. A wgmma operand's conversion stays: it
-produces nothing (the dot stores its source itself).
+depend on), as Triton's loop-invariant code motion does. A 16-bit mma.sync operand moved so is
+kept in shared memory (`resident = "shared"`): the conversion stores it once and its dots read it
+with ldmatrix a K step at a time, as Triton's do, instead of holding the whole tile in registers
+across the loop (attention's Q: 32 registers a thread at 128x64 on 4 warps, the difference between
+spilling and not). A wgmma operand's conversion stays: it produces nothing (the dot stores its
+source itself).
 """
 
 from __future__ import annotations
 
 from ...ir.core import Block, Op
+from ...ir.types import ScalarType, elem_of
 from .assign import GpuFunction
-from .mma import MmaOperand
+from .mma import Mma, MmaOperand
 from .ops import CONVERT
 
 
@@ -32,6 +37,13 @@ def _movable(gpu: GpuFunction, op: Op, inner: set[int]) -> bool:
     return not (isinstance(enc, MmaOperand) and enc.parent.version == 3)
 
 
+def _resident(gpu: GpuFunction, op: Op) -> bool:
+    """Whether the moved conversion `op` reads into an operand that ldmatrix can load from shared memory."""
+    enc, elem = gpu.encoding(op.result), elem_of(op.result.type)
+    return (isinstance(enc, MmaOperand) and enc.k_width == 2 and isinstance(elem, ScalarType) and elem.itemsize == 2
+            and not isinstance(gpu.encoding(op.operands[0]), Mma))
+
+
 def _hoist(gpu: GpuFunction, block: Block) -> None:
     ops: list[Op] = []
     for op in block.ops:
@@ -42,6 +54,9 @@ def _hoist(gpu: GpuFunction, block: Block) -> None:
             inner = _defined(body)
             moved = [o for o in body.ops if _movable(gpu, o, inner)]
             body.ops = [o for o in body.ops if all(o is not m for m in moved)]
+            for m in moved:
+                if _resident(gpu, m):
+                    m.attrs["resident"] = "shared"
             ops.extend(moved)
         ops.append(op)
     block.ops = ops

@@ -81,24 +81,42 @@ class SharedOperand:
         return self.pair_bits == 1 or self.shared.order[0] == (1 if self.op_idx == 0 else 0)
 
 
-def to_operand(ctx: Lowering, elem: ElemType, regs: Regs, src: LinearLayout, dst: LinearLayout, enc: MmaOperand) -> Regs:
-    """`regs` (layout `src`) as the tensor-core operand `enc` (layout `dst`)."""
-    shape = dst.shape
+def _stage(ctx: Lowering, elem: ElemType, regs: Regs, src: LinearLayout, dst: LinearLayout, enc: MmaOperand,
+           buffer: int) -> SharedOperand:
+    """Store `regs` (layout `src`) swizzled at byte `buffer` of shared memory, to be read as `enc`."""
     swz = operand_shared(src, enc.op_idx, 2)
     contig, rows_dim = swz.order
     b = ctx.b
-    with ctx.scratch(numel(shape) * 2) as buffer:
-        base = b.gep(ctx.smem_base(), [const(i32, buffer)], source_etype=i8) if buffer else ctx.smem_base()
-        for group in vector_groups(src, elem, dim=contig):
-            idx = ctx.index(src, group[0])
-            off = swizzled_offset(ctx, swz, shape, idx[rows_dim], idx[contig])
-            store_elems(ctx, elem, off, [regs[r] for r in group], buffer)
+    base = b.gep(ctx.smem_base(), [const(i32, buffer)], source_etype=i8) if buffer else ctx.smem_base()
+    for group in vector_groups(src, elem, dim=contig):
+        idx = ctx.index(src, group[0])
+        off = swizzled_offset(ctx, swz, dst.shape, idx[rows_dim], idx[contig])
+        store_elems(ctx, elem, off, [regs[r] for r in group], buffer)
+    return SharedOperand(elem, dst, swz, base, enc.op_idx)
+
+
+def to_operand(ctx: Lowering, elem: ElemType, regs: Regs, src: LinearLayout, dst: LinearLayout, enc: MmaOperand) -> Regs:
+    """`regs` (layout `src`) as the tensor-core operand `enc` (layout `dst`)."""
+    with ctx.scratch(numel(dst.shape) * 2) as buffer:
+        operand = _stage(ctx, elem, regs, src, dst, enc, buffer)
         ctx.barrier()
-        operand = SharedOperand(elem, dst, swz, base, enc.op_idx)
         out: dict[int, ir.Value] = {}
         for g in range(0, dst.num_regs, operand.group_mask + 1):
             out.update(read_group(ctx, operand, g))
         return [out[r] for r in range(dst.num_regs)]
+
+
+def resident_operand(ctx: Lowering, elem: ElemType, regs: Regs, src: LinearLayout, dst: LinearLayout,
+                     enc: MmaOperand) -> SharedOperand:
+    """`regs` (layout `src`) stored once for dots that read them as `enc` at each use, a K step at a
+    time (a loop-invariant operand hoisted before its loop, `gpuir.hoist`): the buffer stays
+    allocated to the end of the kernel, and the operand takes no registers across the loop."""
+    placed = ctx.shared.alloc(numel(dst.shape) * 2)
+    if placed.barrier:
+        ctx.barrier()
+    operand = _stage(ctx, elem, regs, src, dst, enc, placed.offset)
+    ctx.barrier()
+    return operand
 
 
 def _lane_origin(ctx: Lowering, dst: LinearLayout, contig: int, pair_bits: int) -> list[ir.Value]:
