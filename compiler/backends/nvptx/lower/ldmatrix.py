@@ -177,13 +177,34 @@ def read_group(ctx: Lowering, operand: SharedOperand, reg: int) -> dict[int, ir.
 
 def _read_elements(ctx: Lowering, operand: SharedOperand, reg: int) -> dict[int, ir.Value]:
     """The elements of the 32-bit register that holds register `reg`, one load each: the offsets of
-    the operand's elements in the buffer are a linear layout of its registers, lanes and warps."""
+    the operand's elements in the buffer are a linear layout of its registers, lanes and warps.
+
+    A register's constant offset is split: its bits that no lane or warp sets are added (an
+    immediate of the load), the others are XORed into the lane's offset at entry. Few constants
+    remain (the swizzle's bits), so the loop adds the stage's base to a few lane offsets only."""
     dst = operand.layout
     offsets = dst.compose(operand.shared.linear(dst.shape).invert())
+    lane_bits = 0
+    for basis in offsets.lane + offsets.warp:
+        lane_bits |= basis[0]
     elem = llvm_type(operand.elem)
     first = reg & ~((1 << operand.pair_bits) - 1)
     out: dict[int, ir.Value] = {}
     for r in range(first, first + (1 << operand.pair_bits)):
-        ptr = ctx.b.gep(operand.base, [ctx.index(offsets, r)[0]], source_etype=elem)
+        static = offsets.reg_index(r)[0]
+        mixed, added = static & lane_bits, static & ~lane_bits
+        lane = _lane_offset(ctx, offsets, mixed)
+        ptr = ctx.b.gep(operand.base, [lane], source_etype=elem)
+        if added:
+            ptr = ctx.b.gep(ptr, [const(i32, added)], source_etype=elem)
         out[r] = ctx.b.load(ptr, typ=elem, align=elem_bytes(operand.elem))
     return out
+
+
+def _lane_offset(ctx: Lowering, offsets: LinearLayout, mixed: int) -> ir.Value:
+    """This lane's offset XOR `mixed` (computed once, at entry)."""
+    (dyn,) = ctx.dyn_index(offsets)
+    if not mixed:
+        return dyn
+    key = ("element read", tuple(map(tuple, offsets.lane)), tuple(map(tuple, offsets.warp)), mixed)
+    return ctx.at_entry(key, lambda p: [p.xor(dyn, const(i32, mixed))])[0]

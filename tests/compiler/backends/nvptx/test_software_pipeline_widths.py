@@ -64,6 +64,22 @@ def test_the_loop_reads_the_ring_and_multiplies(tutorial: tuple[str, Any]) -> No
         assert ops["ld.shared.b8"] == 64 and ops["mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"] == 32
 
 
+@pytest.mark.parametrize("bn", [128, 256])
+def test_element_reads_share_few_addresses(tutorial: tuple[str, Any], bn: int) -> None:
+    """B's element reads add the stage's base to a few lane offsets (the swizzle's XOR constants,
+    taken at entry) and carry the rest of each offset as the load's immediate: 18 to 27 integer adds
+    a loop, not one per element (63 and 114 for int8, 37 and 58 for tf32, and 255 registers at int8
+    128x256 before)."""
+    kind, _ = tutorial
+    ptx = _matmul(kind, bn).asm["ptx"]
+    start = ptx.index("cp.async.wait_group \t1;")
+    body = ptx[start : ptx.index("bra", start)]
+    load = "ld.shared.b8" if kind == "int8" else "ld.shared.b32"
+    bases = {line.split("[")[1].split("+")[0].rstrip("]") for line in body.splitlines() if load in line}
+    assert len(bases) == (4 if kind == "int8" else 2)
+    assert _loop(ptx)["add.s32"] <= 32
+
+
 @pytest.mark.parametrize("kind", ["tf32", "int8"])
 @pytest.mark.parametrize("bn", [128, 256])
 @pytest.mark.parametrize("target", ["sm_80", "sm_90"])
