@@ -169,12 +169,16 @@ def _descriptor(ctx: Lowering, operand: SharedOperand, index: tuple[ir.Value, ir
 
 def _warpgroup_origin(ctx: Lowering, acc: Mma, warp_bases: tuple[tuple[int, ...], ...]) -> list[ir.Value]:
     """This warpgroup's first row and column of the result: warp bits 2 and up (bits 0 and 1 pick
-    the warp inside the warpgroup, which the instruction places itself)."""
+    the warp inside the warpgroup, which the instruction places itself). The warp index is read
+    from lane 0 (`shfl.sync.idx`) so that ptxas knows it uniform: the descriptors are then built in
+    uniform registers, as the instruction takes them; from `tid.x` they were built per thread and
+    moved over (R2UR) before every wgmma of the loop."""
 
     def make(p: ir.IRBuilder) -> list[ir.Value]:
         origin: list[ir.Value] = [const(i32, 0), const(i32, 0)]
+        warp = ctx.call("llvm.nvvm.shfl.sync.idx.i32", i32, [const(i32, -1), ctx.warp, const(i32, 0), const(i32, 31)], p)
         for bit, basis in enumerate(warp_bases[2:], start=2):
-            on = p.and_(p.lshr(ctx.warp, const(i32, bit)), const(i32, 1))
+            on = p.and_(p.lshr(warp, const(i32, bit)), const(i32, 1))
             for d in (0, 1):
                 if basis[d]:
                     origin[d] = p.add(origin[d], p.mul(on, const(i32, basis[d])))

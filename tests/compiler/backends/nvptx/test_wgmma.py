@@ -46,7 +46,10 @@ def test_tutorial_matmul_runs_on_wgmma(bn: int) -> None:
     assert re.search(r"\}, %rd\d+, %rd\d+, p, 1, 1, 0, 1;", ptx)  # A K-major, B N-major (transposed)
     assert "mma.sync" not in ptx and "ldmatrix" not in ptx and "fma.rn.f32" not in ptx
     body = ptx[ptx.index("cp.async.wait_group \t1;") : ptx.index("cp.async.wait_group \t0;")]
-    assert "fence.proxy.async.shared::cta;" in body  # cp.async's writes before wgmma's reads
+    # No proxy fence (a MEMBAR.ALL.CTA every iteration) after the copies' wait, as in Triton's loop.
+    assert "fence.proxy.async" not in body
+    # The warp index from lane 0: ptxas builds the descriptors in uniform registers.
+    assert re.search(r"shfl\.sync\.idx\.b32\s+%r\d+, %r\d+, 0, 31, -1;", ptx)
     assert body.index("wgmma.fence.sync.aligned") < body.index("wgmma.commit_group.sync.aligned")
     assert "wgmma.wait_group.sync.aligned 1;" in body  # the previous group overlaps
     assert "wgmma.wait_group.sync.aligned 0;" in ptx[ptx.index("cp.async.wait_group \t0;") :]
