@@ -10,11 +10,11 @@ import llvmlite.ir as ir
 
 from ....ir.core import Op
 from ...gpuir import LinearLayout
-from ...gpuir.mma import MmaOperand
+from ...gpuir.mma import Mma, MmaOperand
 from . import ldmatrix
 from .context import Lowering
 from .registry import Regs, lowering
-from .smem import Index, convert, gather, numel, row_major
+from .smem import Index, convert, elem_bytes, gather, numel, row_major
 from .types import const, i32
 
 
@@ -30,6 +30,12 @@ def convert_layout(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
             ctx.shared_operands[id(op.result)] = ldmatrix.resident_operand(ctx, elem, args[0], src, dst, enc)
             return [[ir.Constant(ctx.ltype(op.result), None)] * dst.num_regs]
         return [ldmatrix.to_operand(ctx, elem, args[0], src, dst, enc)]
+    source = ctx.gpu.encoding(op.operands[0])
+    if isinstance(source, Mma) and source.version == 3 and src.rank == 2:
+        # A wgmma accumulator's warp writes 8 rows at once, a few bytes each: unpadded rows of
+        # 128 bytes or more put them all in one bank (8-way conflicts on every store of the
+        # matmul epilogue); rows 16 bytes longer start 4 banks apart.
+        return [convert(ctx, elem, args[0], src, dst, pad=16 // elem_bytes(elem))]
     return [convert(ctx, elem, args[0], src, dst)]
 
 

@@ -25,7 +25,9 @@ Index = list[ir.Value]
 AddressFn = Callable[[Index], ir.Value]
 
 
-def row_major(ctx: Lowering, idx: Sequence[ir.Value], shape: Sequence[int]) -> ir.Value:
+def row_major(ctx: Lowering, idx: Sequence[ir.Value], shape: Sequence[int], pad: int = 0) -> ir.Value:
+    """The offset of `idx` in a row-major array of `shape` whose rows (along the last dim) are
+    `pad` elements longer than the shape says."""
     b = ctx.b
     flat: ir.Value = const(i32, 0)
     stride = 1
@@ -33,7 +35,7 @@ def row_major(ctx: Lowering, idx: Sequence[ir.Value], shape: Sequence[int]) -> i
         if shape[d] > 1:
             term = b.mul(idx[d], const(i32, stride)) if stride > 1 else idx[d]
             flat = b.add(flat, term) if not (isinstance(flat, ir.Constant) and flat.constant == 0) else term
-        stride *= shape[d]
+        stride *= shape[d] + (pad if d == len(shape) - 1 else 0)
     return flat
 
 
@@ -134,16 +136,20 @@ def gather(
     sources: Sequence[tuple[Regs, LinearLayout]],
     dst: LinearLayout,
     address: AddressFn | None = None,
+    pad: int = 0,
 ) -> Regs:
     """Registers of `dst`: register `r` gets the source element at `address(index of r)` (by
     default the row-major offset of that index in `dst.shape`, which lets reads be vectors),
-    where source `k` lies row-major after sources `0 .. k-1`."""
-    total = sum(numel(ll.shape) for _, ll in sources)
+    where source `k` lies row-major after sources `0 .. k-1`. With `pad` (one source, no
+    `address`, a multiple of 16 bytes), rows are that many elements longer: rows that a warp
+    writes at once then start in different banks."""
+    assert not pad or (len(sources) == 1 and address is None and pad * elem_bytes(elem) % 16 == 0)
+    total = sum(numel(ll.shape) + pad * numel(ll.shape[:-1]) for _, ll in sources)
     with ctx.scratch(total * elem_bytes(elem)) as buffer:
         base = 0
         for regs, ll in sources:
             for group in vector_groups(ll, elem, base):
-                offset = row_major(ctx, ctx.index(ll, group[0]), ll.shape)
+                offset = row_major(ctx, ctx.index(ll, group[0]), ll.shape, pad)
                 offset = ctx.b.add(offset, const(i32, base)) if base else offset
                 store_elems(ctx, elem, offset, [regs[r] for r in group], buffer)
             base += numel(ll.shape)
@@ -152,15 +158,16 @@ def gather(
             return [load_elem(ctx, elem, address(ctx.index(dst, r)), buffer) for r in range(dst.num_regs)]
         loaded: dict[int, ir.Value] = {}
         for group in vector_groups(dst, elem):
-            values = load_elems(ctx, elem, row_major(ctx, ctx.index(dst, group[0]), dst.shape), len(group), buffer)
+            values = load_elems(ctx, elem, row_major(ctx, ctx.index(dst, group[0]), dst.shape, pad), len(group), buffer)
             loaded.update(zip(group, values))
         return [loaded[r] for r in range(dst.num_regs)]
 
 
-def convert(ctx: Lowering, elem: ElemType, regs: Regs, src: LinearLayout, dst: LinearLayout) -> Regs:
-    """`regs` held in layout `src`, rearranged into layout `dst` (same shape)."""
+def convert(ctx: Lowering, elem: ElemType, regs: Regs, src: LinearLayout, dst: LinearLayout, pad: int = 0) -> Regs:
+    """`regs` held in layout `src`, rearranged into layout `dst` (same shape), through rows
+    `pad` elements longer where it moves them through shared memory (`gather`)."""
     if src == dst:
         return list(regs)
     if src.same_threads(dst) and all(dst.reg_index(r) in src.reg_of_index for r in range(dst.num_regs)):
         return [regs[src.reg_of_index[dst.reg_index(r)]] for r in range(dst.num_regs)]
-    return gather(ctx, elem, [(regs, src)], dst)
+    return gather(ctx, elem, [(regs, src)], dst, pad=pad)

@@ -61,6 +61,9 @@ def test_tutorial_matmul_runs_on_wgmma(bn: int) -> None:
     slots, barriers = (3, 2) if bn == 128 else (4, 1)
     assert k.metadata["shared"] == slots * (128 * 64 + 64 * bn) * 2
     assert body.count("bar.sync") == barriers
+    # The epilogue's accumulator rows go through shared memory 16 bytes longer than the tile's
+    # (row 8 of a warp's stores at 8 * (2 * bn + 16) bytes): the 8 rows a store writes, apart in banks.
+    assert re.search(rf"st\.shared\.b32 \t\[%r\d+\+{8 * (2 * bn + 16)}\]", ptx)
 
 
 def test_gpu_ir_shows_the_wgmma_plan() -> None:
