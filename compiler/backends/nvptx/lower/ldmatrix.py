@@ -12,6 +12,11 @@ contiguous: an 8x8 matrix of b16 pairs is 8 rows of 16 bytes, and a lane's 32-bi
 4 int8 or the one fp32 element of its fragment (as in Triton). Where M or N is contiguous no
 `ldmatrix.trans` fits (it moves 16-bit halves), and each element is read by itself: its offset
 is the lane's, computed once, XOR a constant (the swizzle is linear), as Triton's B of tf32.
+
+Both kinds of read address the buffer as a linear layout of the offset over registers, lanes and
+warps: a lane's part is taken once at entry, and of a register's constant offset the bits some lane
+sets are XORed into it there, the others added last, so each load is `[base + imm]` and a loop over
+a ring adds the stage's base to a few lane offsets only (as Triton's `LDSM [R+imm]`).
 """
 
 from __future__ import annotations
@@ -119,27 +124,23 @@ def resident_operand(ctx: Lowering, elem: ElemType, regs: Regs, src: LinearLayou
     return operand
 
 
-def _lane_origin(ctx: Lowering, dst: LinearLayout, contig: int, pair_bits: int) -> list[ir.Value]:
-    """This lane's row and column in the operand (computed once, at entry): row `lane % 8` of
-    matrix `lane / 8`, whose origin steps by the bases of the two register bits above a 32-bit
-    register's (`pair_bits`: the operand's second and third registers), plus the warp's part."""
-    rows_dim = 1 - contig
-    matrix_bits = dst.reg[pair_bits : pair_bits + 2]
+def lane_rows(dst: LinearLayout, shared: SwizzledShared, pair_bits: int) -> LinearLayout:
+    """The offset in the buffer of the row each lane gives `ldmatrix` for register 0's group: row
+    `lane % 8` of matrix `lane / 8`, whose origin steps by the bases of the two register bits above
+    a 32-bit register's (`pair_bits`), plus the warp's part. Register `r`'s group XORs in the offset
+    of `reg_index(r)` (the swizzle is linear)."""
+    contig, rows_dim = shared.order
+    matrix_bits = list(dst.reg[pair_bits : pair_bits + 2])
+    matrix_bits += [(0,) * dst.rank] * (2 - len(matrix_bits))
 
-    def make(p: ir.IRBuilder) -> list[ir.Value]:
-        lane_row: ir.Value = p.and_(ctx.lane, const(i32, 7))
-        lane_col: ir.Value = const(i32, 0)
-        steps = [(ctx.lane, 3 + j, basis) for j, basis in enumerate(matrix_bits)]
-        steps += [(ctx.warp, w, basis) for w, basis in enumerate(dst.warp)]
-        for source, bit, basis in steps:
-            on = p.and_(p.lshr(source, const(i32, bit)), const(i32, 1))
-            if basis[rows_dim]:
-                lane_row = p.add(lane_row, p.mul(on, const(i32, basis[rows_dim])))
-            if basis[contig]:
-                lane_col = p.add(lane_col, p.mul(on, const(i32, basis[contig])))
-        return [lane_row, lane_col]
+    def row(i: int) -> tuple[int, ...]:
+        out = [0] * dst.rank
+        out[rows_dim] = 1 << i
+        return tuple(out)
 
-    return ctx.at_entry(("ldmatrix", contig, matrix_bits, dst.warp), make)
+    lanes = [row(i) for i in range(3)] + matrix_bits
+    rows = LinearLayout.distributed(dst.shape, dst.reg, lanes, dst.warp)
+    return rows.compose(shared.linear(dst.shape).invert())
 
 
 def read_group(ctx: Lowering, operand: SharedOperand, reg: int) -> dict[int, ir.Value]:
@@ -148,20 +149,13 @@ def read_group(ctx: Lowering, operand: SharedOperand, reg: int) -> dict[int, ir.
     if not operand.by_ldmatrix:
         return _read_elements(ctx, operand, reg)
     b = ctx.b
-    dst, swz = operand.layout, operand.shared
-    contig, rows_dim = swz.order
     kdim = 1 if operand.op_idx == 0 else 0
     pair_bits = operand.pair_bits
     count = (operand.group_mask + 1) >> pair_bits
-    name = LDMATRIX.format(n=count, trans=".trans" if contig != kdim else "")
-    lane_row, lane_col = _lane_origin(ctx, dst, contig, pair_bits)
+    name = LDMATRIX.format(n=count, trans=".trans" if operand.shared.order[0] != kdim else "")
     g = reg & ~operand.group_mask
-    static = dst.reg_index(g)
-    row = b.add(lane_row, const(i32, static[rows_dim])) if static[rows_dim] else lane_row
-    col = b.add(lane_col, const(i32, static[contig])) if static[contig] else lane_col
-    off = swizzled_offset(ctx, swz, dst.shape, row, col)
+    ptr = _address(ctx, operand, lane_rows(operand.layout, operand.shared, pair_bits), g)
     elem = llvm_type(operand.elem)
-    ptr = b.gep(operand.base, [off], source_etype=elem)
     res = ctx.call(name, ir.LiteralStructType([i32] * count), [ptr])
     out: dict[int, ir.Value] = {}
     for j in range(count):
@@ -177,28 +171,32 @@ def read_group(ctx: Lowering, operand: SharedOperand, reg: int) -> dict[int, ir.
 
 def _read_elements(ctx: Lowering, operand: SharedOperand, reg: int) -> dict[int, ir.Value]:
     """The elements of the 32-bit register that holds register `reg`, one load each: the offsets of
-    the operand's elements in the buffer are a linear layout of its registers, lanes and warps.
-
-    A register's constant offset is split: its bits that no lane or warp sets are added (an
-    immediate of the load), the others are XORed into the lane's offset at entry. Few constants
-    remain (the swizzle's bits), so the loop adds the stage's base to a few lane offsets only."""
+    the operand's elements in the buffer are a linear layout of its registers, lanes and warps."""
     dst = operand.layout
     offsets = dst.compose(operand.shared.linear(dst.shape).invert())
-    lane_bits = 0
-    for basis in offsets.lane + offsets.warp:
-        lane_bits |= basis[0]
     elem = llvm_type(operand.elem)
     first = reg & ~((1 << operand.pair_bits) - 1)
     out: dict[int, ir.Value] = {}
     for r in range(first, first + (1 << operand.pair_bits)):
-        static = offsets.reg_index(r)[0]
-        mixed, added = static & lane_bits, static & ~lane_bits
-        lane = _lane_offset(ctx, offsets, mixed)
-        ptr = ctx.b.gep(operand.base, [lane], source_etype=elem)
-        if added:
-            ptr = ctx.b.gep(ptr, [const(i32, added)], source_etype=elem)
-        out[r] = ctx.b.load(ptr, typ=elem, align=elem_bytes(operand.elem))
+        out[r] = ctx.b.load(_address(ctx, operand, offsets, r), typ=elem, align=elem_bytes(operand.elem))
     return out
+
+
+def _address(ctx: Lowering, operand: SharedOperand, offsets: LinearLayout, reg: int) -> ir.Value:
+    """The address of register `reg` in this lane (`offsets`: a linear layout of the element
+    offset over registers, lanes and warps).
+
+    The register's constant offset is split: its bits that no lane or warp sets are added last (the
+    load's immediate), the others are XORed into the lane's offset at entry. Few constants remain
+    (the swizzle's bits), so a loop over a ring adds the stage's base to a few lane offsets only."""
+    lane_bits = 0
+    for basis in offsets.lane + offsets.warp:
+        lane_bits |= basis[0]
+    static = offsets.reg_index(reg)[0]
+    mixed, added = static & lane_bits, static & ~lane_bits
+    elem = llvm_type(operand.elem)
+    ptr = ctx.b.gep(operand.base, [_lane_offset(ctx, offsets, mixed)], source_etype=elem)
+    return ctx.b.gep(ptr, [const(i32, added)], source_etype=elem) if added else ptr
 
 
 def _lane_offset(ctx: Lowering, offsets: LinearLayout, mixed: int) -> ir.Value:
@@ -206,5 +204,5 @@ def _lane_offset(ctx: Lowering, offsets: LinearLayout, mixed: int) -> ir.Value:
     (dyn,) = ctx.dyn_index(offsets)
     if not mixed:
         return dyn
-    key = ("element read", tuple(map(tuple, offsets.lane)), tuple(map(tuple, offsets.warp)), mixed)
+    key = ("lane offset", tuple(map(tuple, offsets.lane)), tuple(map(tuple, offsets.warp)), mixed)
     return ctx.at_entry(key, lambda p: [p.xor(dyn, const(i32, mixed))])[0]
