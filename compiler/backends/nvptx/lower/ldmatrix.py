@@ -129,16 +129,10 @@ def lane_rows(dst: LinearLayout, shared: SwizzledShared, pair_bits: int) -> Line
     `lane % 8` of matrix `lane / 8`, whose origin steps by the bases of the two register bits above
     a 32-bit register's (`pair_bits`), plus the warp's part. Register `r`'s group XORs in the offset
     of `reg_index(r)` (the swizzle is linear)."""
-    contig, rows_dim = shared.order
-    matrix_bits = list(dst.reg[pair_bits : pair_bits + 2])
-    matrix_bits += [(0,) * dst.rank] * (2 - len(matrix_bits))
-
-    def row(i: int) -> tuple[int, ...]:
-        out = [0] * dst.rank
-        out[rows_dim] = 1 << i
-        return tuple(out)
-
-    lanes = [row(i) for i in range(3)] + matrix_bits
+    rows_dim = shared.order[1]
+    matrix_bits = dst.reg[pair_bits : pair_bits + 2]
+    matrix_bits += ((0,) * dst.rank,) * (2 - len(matrix_bits))
+    lanes = tuple(tuple(1 << i if d == rows_dim else 0 for d in range(dst.rank)) for i in range(3)) + matrix_bits
     rows = LinearLayout.distributed(dst.shape, dst.reg, lanes, dst.warp)
     return rows.compose(shared.linear(dst.shape).invert())
 
