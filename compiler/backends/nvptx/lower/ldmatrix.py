@@ -13,10 +13,12 @@ contiguous: an 8x8 matrix of b16 pairs is 8 rows of 16 bytes, and a lane's 32-bi
 `ldmatrix.trans` fits (it moves 16-bit halves), and each element is read by itself: its offset
 is the lane's, computed once, XOR a constant (the swizzle is linear), as Triton's B of tf32.
 
-Both kinds of read address the buffer as a linear layout of the offset over registers, lanes and
-warps: a lane's part is taken once at entry, and of a register's constant offset the bits some lane
-sets are XORed into it there, the others added last, so each load is `[base + imm]` and a loop over
-a ring adds the stage's base to a few lane offsets only (as Triton's `LDSM [R+imm]`).
+Element reads, and `ldmatrix` reads where `split_addresses` says so, address the buffer as a linear
+layout of the offset over registers, lanes and warps: a lane's part is taken once at entry, and of a
+register's constant offset the bits some lane sets are XORed into it there, the others added last,
+so each load is `[base + imm]` and a loop over a ring adds the stage's base to a few lane offsets
+only (as Triton's `LDSM [R+imm]`). Other `ldmatrix` reads add the group's row and column to the
+lane's and swizzle them (`_row_column`): fewer registers live across the loop.
 """
 
 from __future__ import annotations
@@ -69,6 +71,9 @@ class SharedOperand:
     shared: SwizzledShared
     base: ir.Value
     op_idx: int
+    # `ldmatrix` addresses as lane offsets taken at entry plus immediates (`_address`), else a row and
+    # column per read (`_row_column`): see `split_addresses`.
+    split: bool = False
 
     @property
     def pair_bits(self) -> int:
@@ -148,7 +153,10 @@ def read_group(ctx: Lowering, operand: SharedOperand, reg: int) -> dict[int, ir.
     count = (operand.group_mask + 1) >> pair_bits
     name = LDMATRIX.format(n=count, trans=".trans" if operand.shared.order[0] != kdim else "")
     g = reg & ~operand.group_mask
-    ptr = _address(ctx, operand, lane_rows(operand.layout, operand.shared, pair_bits), g)
+    if operand.split:
+        ptr = _address(ctx, operand, lane_rows(operand.layout, operand.shared, pair_bits), g)
+    else:
+        ptr = _row_column(ctx, operand, g)
     elem = llvm_type(operand.elem)
     res = ctx.call(name, ir.LiteralStructType([i32] * count), [ptr])
     out: dict[int, ir.Value] = {}
@@ -174,6 +182,52 @@ def _read_elements(ctx: Lowering, operand: SharedOperand, reg: int) -> dict[int,
     for r in range(first, first + (1 << operand.pair_bits)):
         out[r] = ctx.b.load(_address(ctx, operand, offsets, r), typ=elem, align=elem_bytes(operand.elem))
     return out
+
+
+def split_addresses(acc: LinearLayout, warps_per_cta: tuple[int, int]) -> bool:
+    """Whether a dot's ring reads take `_address`'s split: each read is `[lane base + imm]`, but
+    more lane bases stay live across the loop. Measured on an H100 (tutorial matmul, attention): a
+    win where the accumulator is at most 64 registers a thread and warps tile N (the 128x128x64
+    matmul on 8 warps: 179 -> 128 registers, two blocks an SM, 1.09-1.12x Triton's mma.sync path
+    against 1.00-1.02x), a loss where registers are short (128x256x64: 255 registers, 0.97-1.01x
+    against 1.01-1.04x; attention's chained dots at head dim 128: spills, 0.76-0.91x against 0.90-0.93x)."""
+    return acc.num_regs <= 64 and warps_per_cta[1] > 1
+
+
+def _row_column(ctx: Lowering, operand: SharedOperand, g: int) -> ir.Value:
+    """The address of group `g`'s row in this lane: the lane's row and column in the operand (taken at
+    entry), plus the group's, swizzled (`swizzled_offset`)."""
+    b, dst, swz = ctx.b, operand.layout, operand.shared
+    contig, rows_dim = swz.order
+    lane_row, lane_col = _lane_origin(ctx, dst, contig, operand.pair_bits)
+    static = dst.reg_index(g)
+    row = b.add(lane_row, const(i32, static[rows_dim])) if static[rows_dim] else lane_row
+    col = b.add(lane_col, const(i32, static[contig])) if static[contig] else lane_col
+    off = swizzled_offset(ctx, swz, dst.shape, row, col)
+    return b.gep(operand.base, [off], source_etype=llvm_type(operand.elem))
+
+
+def _lane_origin(ctx: Lowering, dst: LinearLayout, contig: int, pair_bits: int) -> list[ir.Value]:
+    """This lane's row and column in the operand (computed once, at entry): row `lane % 8` of
+    matrix `lane / 8`, whose origin steps by the bases of the two register bits above a 32-bit
+    register's (`pair_bits`), plus the warp's part."""
+    rows_dim = 1 - contig
+    matrix_bits = dst.reg[pair_bits : pair_bits + 2]
+
+    def make(p: ir.IRBuilder) -> list[ir.Value]:
+        lane_row: ir.Value = p.and_(ctx.lane, const(i32, 7))
+        lane_col: ir.Value = const(i32, 0)
+        steps = [(ctx.lane, 3 + j, basis) for j, basis in enumerate(matrix_bits)]
+        steps += [(ctx.warp, w, basis) for w, basis in enumerate(dst.warp)]
+        for source, bit, basis in steps:
+            on = p.and_(p.lshr(source, const(i32, bit)), const(i32, 1))
+            if basis[rows_dim]:
+                lane_row = p.add(lane_row, p.mul(on, const(i32, basis[rows_dim])))
+            if basis[contig]:
+                lane_col = p.add(lane_col, p.mul(on, const(i32, basis[contig])))
+        return [lane_row, lane_col]
+
+    return ctx.at_entry(("ldmatrix", contig, matrix_bits, dst.warp), make)
 
 
 def _address(ctx: Lowering, operand: SharedOperand, offsets: LinearLayout, reg: int) -> ir.Value:

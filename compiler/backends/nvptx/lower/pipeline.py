@@ -33,9 +33,10 @@ import llvmlite.ir as ir
 
 from ....ir.core import Op
 from ....ir.types import ScalarType, elem_of
+from ...gpuir.mma import MmaOperand
 from ...gpuir.pipeline import AsyncLoad, LoopPipeline
 from .context import Lowering
-from .ldmatrix import SharedOperand, swizzled_offset
+from .ldmatrix import SharedOperand, split_addresses, swizzled_offset
 from .phis import close_phis, for_header, less
 from .registry import Regs
 from .types import const, i8, i32, llvm_type, void
@@ -70,6 +71,16 @@ class _Pipeline:
         for a in plan.loads:
             self.bases.append(ring)
             ring += plan.slots * a.slot_bytes
+        self.split = [self._split(a) for a in plan.loads]
+
+    def _split(self, a: AsyncLoad) -> bool:
+        """Whether the ring reads of load `a` take split addresses (`ldmatrix.split_addresses`, from
+        the dot it feeds)."""
+        enc = self.ctx.gpu.encoding(a.convert.result)
+        for op in self.body.ops:
+            if op.name == "dot" and isinstance(enc, MmaOperand) and any(v is a.convert.result for v in op.operands[:2]):
+                return split_addresses(self.ctx.layout(op.result), enc.parent.warps_per_cta)
+        return False
 
     def slot_base(self, i: int, slot: ir.Value) -> ir.Value:
         b = self.ctx.b
@@ -104,7 +115,7 @@ class _Pipeline:
         for i, a in enumerate(plan.loads):
             layout = ctx.layout(a.convert.result)
             ctx.shared_operands[id(a.convert.result)] = SharedOperand(
-                elem_of(a.load.result.type), layout, a.shared, self.slot_base(i, slot), a.op_idx
+                elem_of(a.load.result.type), layout, a.shared, self.slot_base(i, slot), a.op_idx, self.split[i]
             )
             ctx.values[id(a.convert.result)] = []
         self.bind(iv, dict(enumerate(carried, start=1)))

@@ -13,7 +13,7 @@ import pytest
 
 from despina.compiler.backends.gpuir.mma import Mma, MmaOperand
 from despina.compiler.backends.gpuir.shared import operand_swizzle
-from despina.compiler.backends.nvptx.lower.ldmatrix import lane_rows
+from despina.compiler.backends.nvptx.lower.ldmatrix import lane_rows, split_addresses
 
 # (operand, warps, shape, contiguous dim): the tutorial matmul's A and B (128x128x64 and
 # 128x256x64 on 8 warps), attention's Q (hoisted), K (K contiguous) and V (.trans) at d64 and d128.
@@ -62,3 +62,23 @@ def test_the_matmul_loop_reads_the_ring_at_few_bases() -> None:
     # K steps of 32 and N tiles of 16 at 2 bases (8 bases in all before: an N tile's chunk bit was not split off).
     assert len({base for base, _ in reads}) == 6
     assert sum(1 for _, imm in reads if imm) == 20
+
+
+def test_split_addresses_only_where_registers_allow() -> None:
+    """The tutorial matmul at 128x128 on 8 warps (64 accumulator registers a thread, warps across N)
+    takes split addresses; 128x256 (128 registers) and attention's chained dots (warps along M only) do
+    not: there the extra live lane bases cost more than the adds they save (measured on an H100)."""
+    assert split_addresses(Mma(2, (2, 4)).linear((128, 128)), (2, 4))
+    assert not split_addresses(Mma(2, (2, 4)).linear((128, 256)), (2, 4))
+    assert not split_addresses(Mma(2, (8, 1)).linear((128, 64)), (8, 1))
+
+
+def test_the_wide_matmul_keeps_row_and_column_addresses() -> None:
+    pytest.importorskip("llvmlite")
+    pytest.importorskip("cuda.bindings.nvjitlink")
+    from .test_software_pipeline import _loop, _matmul
+
+    k = _matmul(bn=256, target="sm_90")
+    reads = re.findall(r"ldmatrix\.sync\.aligned\.m8n8\.x4(?:\.trans)?\.shared\.b16 \{[^}]*\}, \[(%r\d+)(\+\d+)?\]", _loop(k.asm["ptx"]))
+    assert len(reads) == 32 and len({base for base, _ in reads}) == 12  # split addresses would need 6
+    assert k.metadata["registers"] <= 252 and k.metadata["spill_stores"] == 0
