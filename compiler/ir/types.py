@@ -7,6 +7,7 @@ is one definition of every type in the project.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 # name -> (kind, bits, signed); kind is "int", "float" or "bool" ("int1" is a bool-like int).
 _SCALARS: dict[str, tuple[str, int, bool]] = {
@@ -154,17 +155,27 @@ ElemType = ScalarType | PointerType
 
 @dataclass(frozen=True)
 class TileType:
-    """A tile: a static `shape` (at least one dimension) of `element_ty` values."""
+    """A tile: a static `shape` (at least one dimension) of `element_ty` values.
+
+    In the GPU IR every tile type also names its `encoding`: how its elements are spread over the
+    threads of a block (a backend's layout object, hashable, printed by its `str`). Two tiles of one
+    shape in different layouts are different types there. The tile IR, which the client sends and
+    the daemon verifies, has none (`verifier.verify` refuses them)."""
 
     shape: tuple[int, ...]
     element_ty: ElemType
+    encoding: Any = None
 
     def __post_init__(self) -> None:
         if not self.shape or any(not isinstance(d, int) or d <= 0 for d in self.shape):
             raise ValueError(f"tile shape must be non-empty positive integers, got {self.shape}")
 
     def __str__(self) -> str:
-        return "tile<" + "x".join(str(d) for d in self.shape) + f"x{self.element_ty}>"
+        layout = "" if self.encoding is None else f", {self.encoding}"
+        return "tile<" + "x".join(str(d) for d in self.shape) + f"x{self.element_ty}{layout}>"
+
+    def without_encoding(self) -> TileType:
+        return TileType(self.shape, self.element_ty) if self.encoding is not None else self
 
     __repr__ = __str__
 

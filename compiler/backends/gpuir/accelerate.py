@@ -68,21 +68,21 @@ def _chained(fn: Function, dot: Op) -> bool:
 def _fed_dots(fn: Function, dot: Op) -> list[Op]:
     """The other dots whose A or B operand `dot`'s result reaches."""
     fed: list[Op] = []
-    users: dict[int, list[Op]] = {}
+    users: dict[Value, list[Op]] = {}
     for op in fn.walk():
         for v in op.operands:
-            users.setdefault(id(v), []).append(op)
-    seen: set[int] = set()
+            users.setdefault(v, []).append(op)
+    seen: set[Value] = set()
     work: list[Value] = [dot.result]
     while work:
         v = work.pop()
-        for user in users.get(id(v), []):
+        for user in users.get(v, []):
             if user.name == "dot" and user is not dot and any(o is v for o in user.operands[:2]):
                 fed.append(user)
                 continue
             for r in user.results:
-                if id(r) not in seen:
-                    seen.add(id(r))
+                if r not in seen:
+                    seen.add(r)
                     work.append(r)
     return fed
 

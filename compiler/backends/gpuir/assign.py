@@ -17,7 +17,7 @@ between layouts that place every element alike are removed (`drop_trivial_conver
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -48,31 +48,30 @@ Term = tuple[str, int, int]  # ("slice", axis, parent class) or ("dot", operand 
 
 @dataclass
 class GpuFunction:
-    """The GPU IR of a kernel: a copy of its function with `convert_layout` ops inserted,
-    an encoding for every tile value, and the plans of its software-pipelined loops (by loop op,
-    filled in by `pipeline.plan_pipelines`)."""
+    """The GPU IR of a kernel: a copy of its function with `convert_layout` ops inserted and an
+    encoding in the type of every tile value, the facts of axis analysis about it, and the plans of
+    its software-pipelined loops (by loop op, filled in by `pipeline.plan_pipelines`)."""
 
     fn: Function
     module_attrs: dict[str, object]
     num_warps: int
-    encodings: dict[int, Encoding]
     axis: AxisAnalysis
-    pipelines: dict[int, LoopPipeline] = field(default_factory=dict)
-    _layouts: dict[int, LinearLayout] = field(default_factory=dict)
+    pipelines: dict[Op, LoopPipeline] = field(default_factory=dict)
+    _layouts: dict[Value, LinearLayout] = field(default_factory=dict)
 
     def encoding(self, v: Value) -> Encoding | None:
-        return self.encodings.get(id(v))
+        """The layout of tile `v` (None for a scalar)."""
+        return v.type.encoding if isinstance(v.type, TileType) else None
 
     def layout(self, v: Value) -> LinearLayout:
         """Where each element of `v` lives; a scalar is held by every thread."""
-        key = id(v)
-        if key not in self._layouts:
-            enc = self.encodings.get(key)
+        if v not in self._layouts:
+            enc = self.encoding(v)
             if enc is None or not isinstance(v.type, TileType):
-                self._layouts[key] = scalar_layout(self.num_warps)
+                self._layouts[v] = scalar_layout(self.num_warps)
             else:
-                self._layouts[key] = _linear(enc, v.type.shape)
-        return self._layouts[key]
+                self._layouts[v] = _linear(enc, v.type.shape)
+        return self._layouts[v]
 
 
 @lru_cache(maxsize=4096)
@@ -83,7 +82,7 @@ def _linear(enc: Encoding, shape: tuple[int, ...]) -> LinearLayout:
 class _Assigner:
     def __init__(self, fn: Function, axis: AxisAnalysis, num_warps: int, has_wgmma: bool = False) -> None:
         self.fn, self.axis, self.num_warps, self.has_wgmma = fn, axis, num_warps, has_wgmma
-        self.vclass: dict[int, int] = {}
+        self.vclass: dict[Value, int] = {}
         self.parent: list[int] = []
         self.rank: list[int] = []
         self.shape: list[tuple[int, ...]] = []
@@ -92,7 +91,7 @@ class _Assigner:
         self.anchor: dict[int, Encoding] = {}
         self.memory: set[int] = set()
         self.order: dict[int, tuple[int, ...]] = {}  # a memory class's vectorized dimension order
-        self.inserts: dict[int, list[Op]] = {}
+        self.inserts: dict[Op, list[Op]] = {}
 
     # ---- classes ----------------------------------------------------------------------------
 
@@ -109,7 +108,7 @@ class _Assigner:
         return c
 
     def cls(self, v: Value) -> int:
-        key = id(v)
+        key = v
         if key not in self.vclass:
             shape = shape_of(v.type)
             for d in shape:
@@ -120,7 +119,7 @@ class _Assigner:
 
     def join(self, v: Value, c: int) -> None:
         """Put a fresh value (an op result, a region argument) into class `c`."""
-        self.vclass[id(v)] = c
+        self.vclass[v] = c
         root = self.find(c)
         shape = shape_of(v.type)
         if _numel(shape) > _numel(self.shape[root]):
@@ -189,7 +188,7 @@ class _Assigner:
         conv = Op(CONVERT, [v], [v.type], {}, (), op.loc)
         self.join(conv.result, target)
         op.operands[i] = conv.result
-        self.inserts.setdefault(id(op), []).append(conv)
+        self.inserts.setdefault(op, []).append(conv)
 
     def same(self, op: Op, indices: list[int], results: list[Value], target: int | None = None) -> int | None:
         for i in indices:
@@ -376,10 +375,11 @@ class _Assigner:
             self.order.setdefault(self.find(self.cls(ptr)), order)
         self.prefs.append((ptr, blocked.size_per_thread[order[0]] * nbytes, blocked))
 
-    def resolve(self) -> dict[int, Encoding]:
+    def resolve(self) -> None:
+        """Give every tile value the encoding of its class, in its type."""
         best: dict[int, tuple[int, Blocked]] = {}
         for ptr, score, blocked in self.prefs:
-            root = self.find(self.vclass[id(ptr)])
+            root = self.find(self.vclass[ptr])
             if root not in best or score > best[root][0]:
                 best[root] = (score, blocked)
         cache: dict[int, Encoding] = {}
@@ -400,46 +400,52 @@ class _Assigner:
                     cache[root] = default_blocked(self.shape[root], self.num_warps)
             return cache[root]
 
-        return {key: encoding(c) for key, c in self.vclass.items()}
+        for v, c in self.vclass.items():
+            assert isinstance(v.type, TileType)
+            v.type = replace(v.type, encoding=encoding(c))
 
     def materialize(self, block: Block) -> None:
         ops: list[Op] = []
         for op in block.ops:
-            ops.extend(self.inserts.get(id(op), []))
+            ops.extend(self.inserts.get(op, []))
             ops.append(op)
             for region in op.regions:
                 self.materialize(region)
         block.ops = ops
 
 
-def drop_trivial_converts(block: Block, encodings: dict[int, Encoding]) -> None:
+def drop_trivial_converts(block: Block) -> None:
     """Remove each `convert_layout` whose source and result place every element alike (equal
     linear layouts), using its source directly."""
-    replace: dict[int, Value] = {}
+    replace: dict[Value, Value] = {}
     for op in block.ops:
         for region in op.regions:
-            drop_trivial_converts(region, encodings)
+            drop_trivial_converts(region)
     kept: list[Op] = []
     for op in block.ops:
-        op.operands = [replace.get(id(v), v) for v in op.operands]
+        op.operands = [replace.get(v, v) for v in op.operands]
         for region in op.regions:
             _rename(region, replace)
         if op.name == CONVERT:
-            src, dst = encodings.get(id(op.operands[0])), encodings.get(id(op.result))
+            src, dst = _encoding(op.operands[0]), _encoding(op.result)
             shape = shape_of(op.result.type)
             # A dot operand keeps its conversion even when it only renames registers (attention's
             # P, the first dot's accumulator as the second's A): the lowering reads its encoding.
             keep = isinstance(dst, MmaOperand)
             if src is not None and dst is not None and not keep and _linear(src, shape) == _linear(dst, shape):
-                replace[id(op.result)] = op.operands[0]
+                replace[op.result] = op.operands[0]
                 continue
         kept.append(op)
     block.ops = kept
 
 
-def _rename(block: Block, replace: dict[int, Value]) -> None:
+def _encoding(v: Value) -> Encoding | None:
+    return v.type.encoding if isinstance(v.type, TileType) else None
+
+
+def _rename(block: Block, replace: dict[Value, Value]) -> None:
     for op in block.ops:
-        op.operands = [replace.get(id(v), v) for v in op.operands]
+        op.operands = [replace.get(v, v) for v in op.operands]
         for region in op.regions:
             _rename(region, replace)
 
@@ -458,17 +464,16 @@ def assign_layouts(module: Module, num_warps: int, has_wgmma: bool = False) -> G
     fn = clone_function(module.kernel)
     accumulate_dot_adds(fn)
     private_addresses(fn)
-    axis = AxisAnalysis(module, fn)
+    axis = AxisAnalysis(module.attrs, fn)
     assigner = _Assigner(fn, axis, num_warps, has_wgmma)
     for arg in fn.args:
         if isinstance(arg.type, TileType):
             raise BackendError("kernel arguments must be scalars or pointers", fn.name)
     assigner.block(fn.body)
-    encodings = assigner.resolve()
+    assigner.resolve()
     assigner.materialize(fn.body)
-    drop_trivial_converts(fn.body, encodings)
-    # Inserted converts have no axis facts of their own: they carry their operand's.
+    drop_trivial_converts(fn.body)
     for op in fn.walk():
         if op.name == CONVERT:
-            axis.infos[id(op.result)] = axis.info(op.operands[0])
-    return GpuFunction(fn, dict(module.attrs), num_warps, encodings, axis)
+            axis.op(op)
+    return GpuFunction(fn, dict(module.attrs), num_warps, axis)

@@ -12,13 +12,16 @@ to pick each memory access's vector width; the lowering to check a mask's vector
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from math import gcd
+from typing import Any
 
-from ...ir.core import Block, Function, Module, Op, Value
+from ...ir.core import Block, Function, Op, Value
+from ...ir.ops import OPS
 from ...ir.registry import OpRegistry
 from ...ir.types import PointerType, ScalarType, elem_of, shape_of
+from .ops import CONVERT, GPU_OPS
 
 MAX_DIV = 1 << 30
 
@@ -59,7 +62,7 @@ def constant_info(v: Value, value: int) -> AxisInfo:
 
 
 Rule = Callable[["AxisAnalysis", Op, list[AxisInfo]], AxisInfo]
-RULES: OpRegistry[Rule] = OpRegistry("axis analysis")
+RULES: OpRegistry[Rule] = OpRegistry("axis analysis", (OPS, GPU_OPS))
 rule = RULES.register
 RULES.builtin("`AxisAnalysis.op` walks their regions and joins what init and yields carry", "for", "if")
 RULES.builtin("`AxisAnalysis.op` walks their regions for the hints inside (results: unknown)", "while", "reduce", "scan")
@@ -77,22 +80,23 @@ RULES.unsupported("calls are inlined before layout assignment runs the analysis"
 class AxisAnalysis:
     """Runs once over a kernel; `info(value)` answers for any integer or pointer value."""
 
-    def __init__(self, module: Module, fn: Function) -> None:
-        self.infos: dict[int, AxisInfo] = {}
-        divisible = set(module.attrs.get("divisibility", []) or [])
-        ones = set(module.attrs.get("equal_to_1", []) or [])
+    def __init__(self, attrs: Mapping[str, Any], fn: Function) -> None:
+        """Analyse `fn` under the specialization in the module attributes `attrs`."""
+        self.infos: dict[Value, AxisInfo] = {}
+        divisible = set(attrs.get("divisibility", []) or [])
+        ones = set(attrs.get("equal_to_1", []) or [])
         for i, arg in enumerate(fn.args):
             if i in ones:
-                self.infos[id(arg)] = constant_info(arg, 1)
+                self.infos[arg] = constant_info(arg, 1)
             elif isinstance(arg.type, PointerType):
                 natural = arg.type.element_ty.itemsize
-                self.infos[id(arg)] = AxisInfo((1,), (16 if i in divisible else natural,), (1,))
+                self.infos[arg] = AxisInfo((1,), (16 if i in divisible else natural,), (1,))
             else:
-                self.infos[id(arg)] = AxisInfo((1,), (16 if i in divisible else 1,), (1,))
+                self.infos[arg] = AxisInfo((1,), (16 if i in divisible else 1,), (1,))
         self.block(fn.body)
 
     def info(self, v: Value) -> AxisInfo:
-        return self.infos.get(id(v)) or unknown(v)
+        return self.infos.get(v) or unknown(v)
 
     def block(self, block: Block) -> None:
         for op in block.ops:
@@ -102,7 +106,7 @@ class AxisAnalysis:
         if op.name == "for":
             iv = op.regions[0].args[0]
             lo, step = self.info(op.operands[0]), self.info(op.operands[2])
-            self.infos[id(iv)] = AxisInfo((1,), (gcd(lo.div[0], step.div[0]),), (1,))
+            self.infos[iv] = AxisInfo((1,), (gcd(lo.div[0], step.div[0]),), (1,))
             self._loop(op, op.operands[3:], op.regions[0].args[1:], op.regions[0])
             return
         if op.name == "if":
@@ -111,7 +115,7 @@ class AxisAnalysis:
             then, other = op.regions[0].terminator, op.regions[1].terminator
             if then is not None and other is not None:
                 for r, a, b in zip(op.results, then.operands, other.operands):
-                    self.infos[id(r)] = self.info(a).join(self.info(b))
+                    self.infos[r] = self.info(a).join(self.info(b))
             return
         if op.regions:  # while, reduce, scan: bodies analysed for their own hints only
             for region in op.regions:
@@ -119,14 +123,14 @@ class AxisAnalysis:
             return
         fn = RULES.get(op.name)
         if fn is not None and len(op.results) == 1:
-            self.infos[id(op.result)] = fn(self, op, [self.info(v) for v in op.operands])
+            self.infos[op.result] = fn(self, op, [self.info(v) for v in op.operands])
         if op.name == "assume":
             self._assume(op)
 
     def _loop(self, op: Op, inits: list[Value], args: list[Value], body: Block) -> None:
         """Iterate to a fixpoint: carried values hold what init and every yield agree on."""
         for a, init in zip(args, inits):
-            self.infos[id(a)] = self.info(init)
+            self.infos[a] = self.info(init)
         for _ in range(8):
             self.block(body)
             term = body.terminator
@@ -134,16 +138,16 @@ class AxisAnalysis:
             for a, y in zip(args, term.operands if term is not None else []):
                 joined = self.info(a).join(self.info(y))
                 if joined != self.info(a):
-                    self.infos[id(a)] = joined
+                    self.infos[a] = joined
                     changed = True
             if not changed:
                 break
         else:  # no fixpoint yet: what the body was analysed with may not hold; assume nothing
             for a in args:
-                self.infos[id(a)] = unknown(a)
+                self.infos[a] = unknown(a)
             self.block(body)
         for r, a in zip(op.results, args):
-            self.infos[id(r)] = self.info(a)
+            self.infos[r] = self.info(a)
 
     def _assume(self, op: Op) -> None:
         # assume(x % c == 0) tells x's divisibility, as in Triton.
@@ -157,9 +161,14 @@ class AxisAnalysis:
         cv = self.info(c).value
         if cv:
             old = self.info(x)
-            self.infos[id(x)] = AxisInfo(
+            self.infos[x] = AxisInfo(
                 old.contig, tuple(max(d, pow2_divisor(cv)) for d in old.div), old.const, old.value
             )
+
+
+@rule(CONVERT)
+def _convert(a: AxisAnalysis, op: Op, ins: list[AxisInfo]) -> AxisInfo:
+    return ins[0]  # the same values, held elsewhere
 
 
 @rule("constant")

@@ -5,22 +5,22 @@ from __future__ import annotations
 from ...ir.core import Block, Function, Op, Value
 
 
-def clone_block(block: Block, vmap: dict[int, Value]) -> Block:
+def clone_block(block: Block, vmap: dict[Value, Value]) -> Block:
     new = Block([a.type for a in block.args], [a.hint for a in block.args])
     for old, arg in zip(block.args, new.args):
-        vmap[id(old)] = arg
+        vmap[old] = arg
     for op in block.ops:
         new.ops.append(clone_op(op, vmap))
     return new
 
 
-def clone_op(op: Op, vmap: dict[int, Value]) -> Op:
+def clone_op(op: Op, vmap: dict[Value, Value]) -> Op:
     regions = [clone_block(r, vmap) for r in op.regions]
-    operands = [vmap.get(id(v), v) for v in op.operands]
+    operands = [vmap.get(v, v) for v in op.operands]
     new = Op(op.name, operands, [r.type for r in op.results], dict(op.attrs), regions, op.loc)
     for old, res in zip(op.results, new.results):
         res.hint = old.hint
-        vmap[id(old)] = res
+        vmap[old] = res
     return new
 
 

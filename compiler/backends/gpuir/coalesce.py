@@ -33,12 +33,12 @@ def _cheap(op: Op) -> bool:
     return op.name == "constant" or not (isinstance(elem, ScalarType) and elem.is_floating())
 
 
-def _copy(v: Value, memo: dict[int, Value], out: list[Op]) -> Value:
+def _copy(v: Value, memo: dict[Value, Value], out: list[Op]) -> Value:
     owner = v.owner
     if not isinstance(owner, Op) or not _cheap(owner):
         return v
-    if id(v) in memo:
-        return memo[id(v)]
+    if v in memo:
+        return memo[v]
     operands = [_copy(o, memo, out) for o in owner.operands]
     new = Op(owner.name, operands, [owner.result.type], dict(owner.attrs), [], owner.loc)
     new.result.hint = owner.result.hint
@@ -46,7 +46,7 @@ def _copy(v: Value, memo: dict[int, Value], out: list[Op]) -> Value:
     # A leaf (an arange, a constant, a splat of a scalar) is copied for each use: one `tl.arange`
     # may index rows in one place and columns in another, which no single layout serves.
     if any(isinstance(o.type, TileType) for o in owner.operands):
-        memo[id(v)] = new.result
+        memo[v] = new.result
     return new.result
 
 
@@ -55,7 +55,7 @@ def _block(block: Block) -> None:
     for op in block.ops:
         for region in op.regions:
             _block(region)
-        memo: dict[int, Value] = {}
+        memo: dict[Value, Value] = {}
         for i in _ADDRESS.get(op.name, ()):
             if i < len(op.operands):
                 op.operands[i] = _copy(op.operands[i], memo, ops)
@@ -63,21 +63,21 @@ def _block(block: Block) -> None:
     block.ops = ops
 
 
-def _uses(fn: Function) -> set[int]:
-    return {id(v) for op in fn.walk() for v in op.operands}
+def _uses(fn: Function) -> set[Value]:
+    return {v for op in fn.walk() for v in op.operands}
 
 
-def _drop_replaced(fn: Function, used_before: set[int]) -> None:
+def _drop_replaced(fn: Function, used_before: set[Value]) -> None:
     """Remove the cheap ops that the copies left without users (the originals of private copies),
     and then those that only they used; ops the kernel itself left unused stay."""
 
-    def sweep(block: Block, used: set[int]) -> bool:
+    def sweep(block: Block, used: set[Value]) -> bool:
         kept: list[Op] = []
         dropped = False
         for op in block.ops:
             for region in op.regions:
                 dropped |= sweep(region, used)
-            if _cheap(op) and id(op.result) in used_before and id(op.result) not in used:
+            if _cheap(op) and op.result in used_before and op.result not in used:
                 dropped = True
                 continue
             kept.append(op)

@@ -21,7 +21,7 @@ def _zero(v: Value) -> bool:
     return isinstance(owner, Op) and owner.name == "constant" and owner.attrs.get("value") in (0, 0.0)
 
 
-def _block(block: Block, uses: dict[int, int]) -> None:
+def _block(block: Block, uses: dict[Value, int]) -> None:
     for op in list(block.ops):
         for region in op.regions:
             _block(region, uses)
@@ -29,7 +29,7 @@ def _block(block: Block, uses: dict[int, int]) -> None:
             continue
         for i in (0, 1):
             dot = op.operands[i].owner
-            if not (isinstance(dot, Op) and dot.name == "dot" and uses.get(id(dot.result)) == 1):
+            if not (isinstance(dot, Op) and dot.name == "dot" and uses.get(dot.result) == 1):
                 continue
             if dot not in block.ops or not _zero(dot.operands[2]) or dot.result.type != op.result.type:
                 continue
@@ -44,8 +44,8 @@ def _block(block: Block, uses: dict[int, int]) -> None:
 
 def accumulate_dot_adds(fn: Function) -> None:
     """Fold each `add(c, dot(a, b, 0))` of `fn` into `dot(a, b, c)` (in place)."""
-    uses: dict[int, int] = {}
+    uses: dict[Value, int] = {}
     for op in fn.walk():
         for v in op.operands:
-            uses[id(v)] = uses.get(id(v), 0) + 1
+            uses[v] = uses.get(v, 0) + 1
     _block(fn.body, uses)

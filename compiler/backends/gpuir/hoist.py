@@ -14,24 +14,24 @@ source itself).
 
 from __future__ import annotations
 
-from ...ir.core import Block, Op
+from ...ir.core import Block, Op, Value
 from ...ir.types import ScalarType, elem_of
 from .assign import GpuFunction
 from .mma import Mma, MmaOperand
 from .ops import CONVERT
 
 
-def _defined(block: Block) -> set[int]:
-    ids = {id(a) for a in block.args}
+def _defined(block: Block) -> set[Value]:
+    ids = {a for a in block.args}
     for op in block.walk():
-        ids.update(id(r) for r in op.results)
+        ids.update(r for r in op.results)
         for region in op.regions:
-            ids.update(id(a) for a in region.args)
+            ids.update(a for a in region.args)
     return ids
 
 
-def _movable(gpu: GpuFunction, op: Op, inner: set[int]) -> bool:
-    if op.name != CONVERT or id(op.operands[0]) in inner:
+def _movable(gpu: GpuFunction, op: Op, inner: set[Value]) -> bool:
+    if op.name != CONVERT or op.operands[0] in inner:
         return False
     enc = gpu.encoding(op.result)
     return not (isinstance(enc, MmaOperand) and enc.parent.version == 3)

@@ -17,7 +17,7 @@ CONVERT = "convert_layout"
 
 
 def _convert_layout(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
-    # The encodings live beside the types (GpuFunction.encodings): the tile type is unchanged.
+    # The shape and element type are the operand's; the encoding (the type's layout) is the result's own.
     if len(t) != 1:
         raise IRError(f"'{CONVERT}' takes 1 operand, got {len(t)}")
     return [t[0]]

@@ -70,9 +70,9 @@ class LoopPipeline:
     loads: tuple[AsyncLoad, ...]
     ahead: tuple[Op, ...]  # the body ops evaluated `stages - 1` iterations ahead, in program order
     carried: tuple[int, ...]  # body arguments (1-based: 0 is the induction variable) they read
-    current: frozenset[int]  # ids of ahead ops that the iteration also needs for itself
+    current: frozenset[Op]  # the ahead ops that the iteration also needs for itself
     wgmma: bool = False  # some load feeds a wgmma dot (atoms, the ring aligned to 1024 bytes)
-    async_dots: frozenset[int] = frozenset()  # ids of the wgmma dots that leave one group in flight
+    async_dots: frozenset[Op] = frozenset()  # the wgmma dots that leave one group in flight
     spare_slot: bool = False  # asynchronous dots' ring has a slot more (else a second barrier)
 
     @property
@@ -91,11 +91,11 @@ class LoopPipeline:
         return any(a.load is op for a in self.loads)
 
 
-def _users(fn: Function) -> dict[int, list[Op]]:
-    users: dict[int, list[Op]] = {}
+def _users(fn: Function) -> dict[Value, list[Op]]:
+    users: dict[Value, list[Op]] = {}
     for op in fn.walk():
         for v in op.operands:
-            users.setdefault(id(v), []).append(op)
+            users.setdefault(v, []).append(op)
     return users
 
 
@@ -104,16 +104,16 @@ def _is_zero(v: Value) -> bool:
     return isinstance(owner, Op) and owner.name == "constant" and owner.attrs.get("value") in (0, 0.0, False)
 
 
-def _async_load(gpu: GpuFunction, op: Op, users: dict[int, list[Op]]) -> AsyncLoad | str:
+def _async_load(gpu: GpuFunction, op: Op, users: dict[Value, list[Op]]) -> AsyncLoad | str:
     """The plan of one load, or why it is not copied asynchronously."""
-    (user, *others) = users.get(id(op.result), [None])
+    (user, *others) = users.get(op.result, [None])
     if others or user is None or user.name != CONVERT:
         return "its tile has other users than one dot operand conversion"
     enc = gpu.encoding(user.result)
     elem = elem_of(op.result.type)
     if not isinstance(enc, MmaOperand) or not isinstance(elem, ScalarType) or enc.k_width * elem.itemsize != 4:
         return "it does not feed a tensor-core operand (32-bit registers of k_width elements)"
-    dots = users.get(id(user.result), [])
+    dots = users.get(user.result, [])
     if len(dots) != 1 or dots[0].name != "dot":
         return "its operand conversion has other users than one dot"
     if op.attrs.get("volatile") or op.attrs.get("cache") or op.attrs.get("evict"):
@@ -131,13 +131,13 @@ def _async_load(gpu: GpuFunction, op: Op, users: dict[int, list[Op]]) -> AsyncLo
     return AsyncLoad(op, user, shared, enc.op_idx, vec, vec * elem.itemsize, shape[0] * shape[1] * elem.itemsize)
 
 
-def _ahead_slice(body: Block, roots: list[Value]) -> tuple[set[int], set[int]] | None:
-    """The body ops (ids) that compute `roots`, and the carried arguments (indices) they read, closed
+def _ahead_slice(body: Block, roots: list[Value]) -> tuple[set[Op], set[int]] | None:
+    """The body ops that compute `roots`, and the carried arguments (indices) they read, closed
     over the back edge; None when an op among them cannot run ahead (not pure, or nested)."""
-    top = {id(op) for op in body.ops}
+    top = set(body.ops)
     yields = body.terminator
     assert yields is not None
-    ops: set[int] = set()
+    ops: set[Op] = set()
     carried: set[int] = set()
     work = list(roots)
     while work:
@@ -148,28 +148,28 @@ def _ahead_slice(body: Block, roots: list[Value]) -> tuple[set[int], set[int]] |
                 carried.add(v.index)
                 work.append(yields.operands[v.index - 1])
             continue
-        if not isinstance(owner, Op) or id(owner) not in top or id(owner) in ops:
+        if not isinstance(owner, Op) or owner not in top or owner in ops:
             continue  # defined outside the loop, or already taken
         pure = owner.name == CONVERT or not OPS[owner.name].side_effects
         if owner.regions or owner.name in _NOT_AHEAD or not pure:
             return None
-        ops.add(id(owner))
+        ops.add(owner)
         work.extend(owner.operands)
     return ops, carried
 
 
-def _current(body: Block, loop: Op, ahead: set[int], carried: set[int], skip: set[int], users: dict[int, list[Op]]) -> set[int]:
+def _current(body: Block, loop: Op, ahead: set[Op], carried: set[int], skip: set[Op], users: dict[Value, list[Op]]) -> set[Op]:
     """The ahead ops whose values the iteration also needs for itself (not only to feed the
     asynchronous copies): used by other ops of the loop, or carried to after it."""
     yields = body.terminator
     assert yields is not None
-    need: set[int] = set()
+    need: set[Op] = set()
     work: list[Value] = []
     for op in body.walk():
-        if id(op) not in ahead and id(op) not in skip and op is not yields:
+        if op not in ahead and op not in skip and op is not yields:
             work.extend(op.operands)
     for j, (y, r) in enumerate(zip(yields.operands, loop.results), start=1):
-        if j not in carried or users.get(id(r)):
+        if j not in carried or users.get(r):
             work.append(y)
     seen_args: set[int] = set()
     while work:
@@ -178,20 +178,20 @@ def _current(body: Block, loop: Op, ahead: set[int], carried: set[int], skip: se
         if owner is body and v.index in carried and v.index not in seen_args:
             seen_args.add(v.index)
             work.append(yields.operands[v.index - 1])
-        elif isinstance(owner, Op) and id(owner) in ahead and id(owner) not in need:
-            need.add(id(owner))
+        elif isinstance(owner, Op) and owner in ahead and owner not in need:
+            need.add(owner)
             work.extend(owner.operands)
     return need
 
 
-def plan_loop(gpu: GpuFunction, loop: Op, num_stages: int, users: dict[int, list[Op]]) -> LoopPipeline | str:
+def plan_loop(gpu: GpuFunction, loop: Op, num_stages: int, users: dict[Value, list[Op]]) -> LoopPipeline | str:
     """The pipeline of `loop`, or why it is not pipelined."""
     stages = loop.attrs.get("num_stages") or num_stages
     if stages < 2:
         return f"num_stages={stages}"
     body = loop.regions[0]
     loads: list[AsyncLoad] = []
-    ahead: set[int] = set()
+    ahead: set[Op] = set()
     carried: set[int] = set()
     reasons: list[str] = []
     for op in body.ops:
@@ -210,9 +210,9 @@ def plan_loop(gpu: GpuFunction, loop: Op, num_stages: int, users: dict[int, list
         carried |= found[1]
     if not loads:
         return f"no load to pipeline: {reasons[0]}" if reasons else "no load feeds a tensor-core dot"
-    skip = {id(a.load) for a in loads}
+    skip = {a.load for a in loads}
     current = _current(body, loop, ahead, carried, skip, users)
-    order = tuple(op for op in body.ops if id(op) in ahead)
+    order = tuple(op for op in body.ops if op in ahead)
     wgmma = any(a.shared.block for a in loads)
     asynchronous = _async_dots(gpu, body, users) if wgmma else frozenset()
     slot_bytes = sum(a.slot_bytes for a in loads)
@@ -230,17 +230,17 @@ def _spare_slot(stages: int, slot_bytes: int) -> bool:
     return fits and (two_blocks(stages + 1) or not two_blocks(stages))
 
 
-def _only_user(users: dict[int, list[Op]], v: Value, op: Op) -> bool:
-    found = users.get(id(v), [])
+def _only_user(users: dict[Value, list[Op]], v: Value, op: Op) -> bool:
+    found = users.get(v, [])
     return len(found) == 1 and found[0] is op
 
 
-def _async_dots(gpu: GpuFunction, body: Block, users: dict[int, list[Op]]) -> frozenset[int]:
+def _async_dots(gpu: GpuFunction, body: Block, users: dict[Value, list[Op]]) -> frozenset[Op]:
     """The wgmma dots of the body whose accumulator is a carried value that only they read and whose
     result only goes to the next iteration (`acc = tl.dot(a, b, acc)`)."""
     yields = body.terminator
     assert yields is not None
-    found: set[int] = set()
+    found: set[Op] = set()
     for op in body.ops:
         enc = gpu.encoding(op.result) if op.name == "dot" else None
         if not isinstance(enc, Mma) or enc.version != 3:
@@ -249,7 +249,7 @@ def _async_dots(gpu: GpuFunction, body: Block, users: dict[int, list[Op]]) -> fr
         if acc.owner is not body or acc.index == 0 or not _only_user(users, acc, op):
             continue
         if _only_user(users, op.result, yields) and yields.operands[acc.index - 1] is op.result:
-            found.add(id(op))
+            found.add(op)
     return frozenset(found)
 
 
@@ -264,7 +264,7 @@ def plan_pipelines(gpu: GpuFunction, num_stages: int) -> None:
         if isinstance(plan, str):
             op.attrs["pipeline"] = f"none: {plan}"
             continue
-        gpu.pipelines[id(op)] = plan
+        gpu.pipelines[op] = plan
         op.attrs["pipeline"] = (
             f"{plan.stages} stages, {len(plan.loads)} loads by cp.async, ring of {plan.ring_bytes()} bytes"
             + (f" in {plan.slots} slots, wgmma waits with 1 group in flight" if plan.async_dots else "")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ...ir.core import Block, Loc, Op, Value
 from ...ir.printer import format_attrs
+from ...ir.types import TileType
 from .assign import GpuFunction
 from .encodings import Encoding
 
@@ -16,7 +17,7 @@ from .encodings import Encoding
 class _Printer:
     def __init__(self, gpu: GpuFunction) -> None:
         self.gpu = gpu
-        self.names: dict[int, str] = {}
+        self.names: dict[Value, str] = {}
         self.aliases: dict[Encoding, str] = {}
         self.lines: list[str] = []
         self.line_locs: list[Loc | None] = []
@@ -26,14 +27,14 @@ class _Printer:
         self.line_locs.append(loc)
 
     def name(self, v: Value) -> str:
-        return self.names.setdefault(id(v), f"%{len(self.names)}")
+        return self.names.setdefault(v, f"%{len(self.names)}")
 
     def typed(self, v: Value) -> str:
-        enc = self.gpu.encoding(v)
-        if enc is None:
-            return str(v.type)
-        alias = self.aliases.setdefault(enc, f"#L{len(self.aliases)}")
-        return f"{v.type} {alias}"
+        ty = v.type
+        if not isinstance(ty, TileType) or ty.encoding is None:
+            return str(ty)
+        alias = self.aliases.setdefault(ty.encoding, f"#L{len(self.aliases)}")
+        return f"{ty.without_encoding()} {alias}"
 
     def block(self, block: Block, indent: str) -> None:
         for op in block.ops:
@@ -42,7 +43,7 @@ class _Printer:
     def op(self, op: Op, indent: str) -> None:
         results = ", ".join(self.name(r) for r in op.results)
         head = f"{indent}{results} = " if op.results else indent
-        operands = ", ".join(self.names.get(id(v), "%?") for v in op.operands)
+        operands = ", ".join(self.names.get(v, "%?") for v in op.operands)
         text = f"{head}{op.name}({operands}){format_attrs(op.attrs)}"
         if op.regions:
             self.emit(text + " (", op.loc)

@@ -18,7 +18,7 @@ from despina.compiler.backends.gpuir import (
     default_blocked,
     print_gpuir,
 )
-from despina.compiler.ir.types import PointerType, float32, int32
+from despina.compiler.ir.types import PointerType, TileType, float32, int32
 
 from . import kernels
 from .kernel_builder import KernelBuilder
@@ -121,7 +121,7 @@ def test_hints_and_equal_to_1() -> None:
 
 def test_vector_add_is_one_coalesced_layout() -> None:
     gpu = assign_layouts(kernels.vector_add(), 4)
-    encodings = set(gpu.encodings.values())
+    encodings = {v.type.encoding for op in gpu.fn.walk() for v in op.results if isinstance(v.type, TileType)}
     assert encodings == {Blocked((4,), (32,), (4,), (0,))}
     assert not _ops(gpu, CONVERT)
 

@@ -88,16 +88,16 @@ class Lowering:
         self.lane = self.prologue.and_(self.tid, const(i32, 31), name="lane")
         self.warp = self.prologue.lshr(self.tid, const(i32, 5), name="warp")
         self.prologue.position_before(self.prologue.branch(self.b.block))
-        self.values: dict[int, Regs] = {id(a): [la] for a, la in zip(fn.args, self.func.args)}
+        self.values: dict[Value, Regs] = {a: [la] for a, la in zip(fn.args, self.func.args)}
         self.shared = SharedAllocator()
-        self._used = {id(v) for op in fn.walk() for v in op.operands}
+        self._used = {v for op in fn.walk() for v in op.operands}
         self._smem: ir.Value | None = None
         self._dyn: dict[tuple[object, ...], list[ir.Value]] = {}
         self._owner: dict[tuple[int, int], ir.Value | None] = {}
-        self.shared_operands: dict[int, SharedOperand] = {}
+        self.shared_operands: dict[Value, SharedOperand] = {}
         """Dot operands (by value) that lie in shared memory, read by the dot itself (ring slots of
         pipelined loads: `lower/pipeline.py`)."""
-        self.scale_d: dict[int, ir.Value] = {}
+        self.scale_d: dict[Op, ir.Value] = {}
         """wgmma dots (by op) whose first K step adds the accumulator only where this i1 is true:
         the first iteration of a loop whose accumulator starts at zero (`lower/wgmma.py`)."""
         self.prints = False
@@ -124,7 +124,7 @@ class Lowering:
     def lower_region(self, block: Block, args: list[Regs]) -> list[Regs]:
         """Lower a region with its arguments bound; the registers its terminator passes on."""
         for a, regs in zip(block.args, args):
-            self.values[id(a)] = regs
+            self.values[a] = regs
         term = self.lower_block(block)
         return [self.get(v) for v in term.operands] if term is not None else []
 
@@ -147,7 +147,7 @@ class Lowering:
             want = self.layout(r).num_regs
             if len(regs) != want:
                 raise op_error(op, f"lowering produced {len(regs)} registers, its layout has {want}", self.kernel)
-            self.values[id(r)] = self._dedup(r, regs)
+            self.values[r] = self._dedup(r, regs)
 
     def _dedup(self, v: Value, regs: Regs) -> Regs:
         """`regs` with each register replaced by the first of its run of equal elements.
@@ -172,10 +172,10 @@ class Lowering:
         return out
 
     def is_used(self, v: Value) -> bool:
-        return id(v) in self._used
+        return v in self._used
 
     def get(self, v: Value) -> Regs:
-        return self.values[id(v)]
+        return self.values[v]
 
     def error(self, op: Op, message: str) -> BackendError:
         return op_error(op, message, self.kernel)

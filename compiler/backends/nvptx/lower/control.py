@@ -16,7 +16,7 @@ from .wgmma import ZeroStart
 
 @lowering("for")
 def for_loop(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
-    plan = ctx.gpu.pipelines.get(id(op))
+    plan = ctx.gpu.pipelines.get(op)
     if plan is not None:
         return pipelined_for(ctx, op, args, plan)
     b = ctx.b

@@ -87,16 +87,16 @@ def mma_dot(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
     a_frag = [a_ll.reg_index(i) for i in range(4 * kw)]
     b_frag = [b_ll.reg_index(i) for i in range(2 * kw)]
     precision = op.attrs.get("input_precision")
-    a, bv = (_Operand(ctx, args[i], ctx.shared_operands.get(id(op.operands[i]))) for i in (0, 1))
+    a, bv = (_Operand(ctx, args[i], ctx.shared_operands.get(op.operands[i])) for i in (0, 1))
     out = list(args[2])
 
-    packed: dict[tuple[int, ...], list[ir.Value]] = {}  # an operand's fragment, packed once for every tile it meets
+    packed: dict[tuple[object, ...], list[ir.Value]] = {}  # an operand's fragment, packed once for every tile it meets
 
     def regs(operand: _Operand, ll_regs: list[int]) -> list[ir.Value]:
         vals = [operand[r] for r in ll_regs]
         if kw == 1:
             return vals
-        key = (id(operand), *ll_regs)
+        key = (operand, *ll_regs)
         if key not in packed:
             packed[key] = [_pack(ctx, vals[i : i + kw]) for i in range(0, len(vals), kw)]
         return packed[key]

@@ -89,9 +89,9 @@ class _Pipeline:
 
     def bind(self, iv: ir.Value, carried: dict[int, Regs]) -> None:
         values = self.ctx.values
-        values[id(self.body.args[0])] = [iv]
+        values[self.body.args[0]] = [iv]
         for j, regs in carried.items():
-            values[id(self.body.args[j])] = regs
+            values[self.body.args[j]] = regs
 
     def issue(self, iv: ir.Value, hi: ir.Value, carried: dict[int, Regs], slot: ir.Value) -> dict[int, Regs]:
         """Evaluate the ahead slice for iteration `iv` and copy its loads into `slot`; the values it
@@ -111,25 +111,25 @@ class _Pipeline:
     def iteration(self, iv: ir.Value, carried: list[Regs], slot: ir.Value) -> list[Regs]:
         """The body for iteration `iv` with its loads' tiles in `slot`; the values it yields."""
         ctx, plan = self.ctx, self.plan
-        skip = {id(a.load) for a in plan.loads} | {id(a.convert) for a in plan.loads}
+        skip = {a.load for a in plan.loads} | {a.convert for a in plan.loads}
         for i, a in enumerate(plan.loads):
             layout = ctx.layout(a.convert.result)
-            ctx.shared_operands[id(a.convert.result)] = SharedOperand(
+            ctx.shared_operands[a.convert.result] = SharedOperand(
                 elem_of(a.load.result.type), layout, a.shared, self.slot_base(i, slot), a.op_idx, self.split[i]
             )
-            ctx.values[id(a.convert.result)] = []
+            ctx.values[a.convert.result] = []
         self.bind(iv, dict(enumerate(carried, start=1)))
-        ahead = {id(op) for op in plan.ahead}
+        ahead = {op for op in plan.ahead}
         yields = self.body.terminator
         assert yields is not None
         for op in self.body.ops:
-            if op is yields or id(op) in skip or (id(op) in ahead and id(op) not in plan.current):
+            if op is yields or op in skip or (op in ahead and op not in plan.current):
                 continue
             ctx.lower_op(op)
         out = []
         for v, phi in zip(yields.operands, carried):
             owner = v.owner
-            stale = isinstance(owner, Op) and id(owner) in ahead and id(owner) not in plan.current
+            stale = isinstance(owner, Op) and owner in ahead and owner not in plan.current
             out.append(phi if stale else ctx.get(v))
         return out
 

@@ -120,7 +120,7 @@ class ZeroStart:
         first iteration."""
         if self.rows:
             later = self.ctx.b.icmp_unsigned("!=", iv, lo)
-            self.ctx.scale_d.update({id(dot): later for dot in self.rows.values()})
+            self.ctx.scale_d.update({dot: later for dot in self.rows.values()})
 
     def leave(self, results: list[Regs], iv: ir.Value, lo: ir.Value, hi: ir.Value) -> list[Regs]:
         """The loop's results, given `iv` at its exit: zero where no iteration ran, unless the
@@ -203,7 +203,7 @@ def _instruction(
 
 
 def is_async(ctx: Lowering, op: Op) -> bool:
-    return any(id(op) in plan.async_dots for plan in ctx.gpu.pipelines.values())
+    return any(op in plan.async_dots for plan in ctx.gpu.pipelines.values())
 
 
 def wgmma_dot(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
@@ -222,7 +222,7 @@ def wgmma_dot(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
     b = ctx.b
     out = list(args[2])
     with ExitStack() as stack:
-        operands = [ctx.shared_operands.get(id(op.operands[i])) for i in (0, 1)]
+        operands = [ctx.shared_operands.get(op.operands[i]) for i in (0, 1)]
         staged = [s is None for s in operands]
         a, bv = (s if s is not None else _stage(ctx, stack, op, i) for i, s in enumerate(operands))
         if any(staged):
@@ -230,7 +230,7 @@ def wgmma_dot(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
             ctx.barrier()
         tnsp = tuple(int(operand_strides(s.shared, (s.layout.shape[0], s.layout.shape[1]), s.op_idx, 2)[2]) for s in (a, bv))
         ctx.call("llvm.nvvm.wgmma.fence.sync.aligned", void, [])
-        first = ctx.scale_d.get(id(op))
+        first = ctx.scale_d.get(op)
         scale_first = const(i32, 1) if first is None else b.zext(first, i32)
         for k0 in range(0, a.layout.shape[1], INSTR_K):
             k = const(i32, k0)
@@ -251,7 +251,7 @@ def settle(ctx: Lowering, loop: Op, plan: LoopPipeline, results: list[Regs]) -> 
     the loop carries out passed through the wait."""
     yields = loop.regions[0].terminator
     assert yields is not None
-    rows = [j for j, v in enumerate(yields.operands) if isinstance(v.owner, Op) and id(v.owner) in plan.async_dots]
+    rows = [j for j, v in enumerate(yields.operands) if isinstance(v.owner, Op) and v.owner in plan.async_dots]
     settled = wait(ctx, 0, [r for j in rows for r in results[j]])
     out = list(results)
     for j in rows:
