@@ -72,6 +72,8 @@ def type_error(t: Any) -> str | None:
             return f"{t} must have 1 to {MAX_TILE_RANK} dimensions"
         if not all(_is_int(d) and 0 < d <= MAX_TILE_NUMEL for d in shape) or math.prod(shape) > MAX_TILE_NUMEL:
             return f"{t} holds more than {MAX_TILE_NUMEL} elements"
+        if t.encoding is not None:
+            return f"{t} names a layout: layouts exist only in the GPU IR, which the backend makes"
         return (
             type_error(t.element_ty)
             if isinstance(t.element_ty, (ScalarType, PointerType))

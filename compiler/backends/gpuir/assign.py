@@ -57,21 +57,22 @@ class GpuFunction:
     num_warps: int
     axis: AxisAnalysis
     pipelines: dict[Op, LoopPipeline] = field(default_factory=dict)
-    _layouts: dict[Value, LinearLayout] = field(default_factory=dict)
 
     def encoding(self, v: Value) -> Encoding | None:
         """The layout of tile `v` (None for a scalar)."""
         return v.type.encoding if isinstance(v.type, TileType) else None
 
     def layout(self, v: Value) -> LinearLayout:
-        """Where each element of `v` lives; a scalar is held by every thread."""
-        if v not in self._layouts:
-            enc = self.encoding(v)
-            if enc is None or not isinstance(v.type, TileType):
-                self._layouts[v] = scalar_layout(self.num_warps)
-            else:
-                self._layouts[v] = _linear(enc, v.type.shape)
-        return self._layouts[v]
+        """Where each element of `v` lives (a function of its type); a scalar is held by every thread."""
+        ty = v.type
+        if not isinstance(ty, TileType) or ty.encoding is None:
+            return _scalar(self.num_warps)
+        return _linear(ty.encoding, ty.shape)
+
+
+@lru_cache(maxsize=8)
+def _scalar(num_warps: int) -> LinearLayout:
+    return scalar_layout(num_warps)
 
 
 @lru_cache(maxsize=4096)

@@ -1,17 +1,22 @@
-"""The ops the GPU IR adds to the tile IR's catalogue (`ir.ops.OPS`), defined as the tile ops are.
+"""The ops and attributes the GPU IR adds to the tile IR's catalogue (`ir.ops.OPS`), defined as the
+tile ops are.
 
-Layout assignment inserts them; the backend's stages key their rules by both catalogues
-(`ir.registry.OpRegistry`), so a lowering rule for an op defined nowhere is refused on import.
+Layout assignment inserts `convert_layout`; the backend's stages key their rules by both catalogues
+(`ir.registry.OpRegistry`), so a lowering rule for an op defined nowhere is refused on import. The
+GPU passes record their decisions on tile ops as attributes (`GPU_ATTRS`: a dot's engine, a loop's
+pipeline, a load's asynchronous copy), which the GPU-IR dump shows and the verifier checks against
+this one schema beside the op's own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ...ir.core import Block, IRError
-from ...ir.ops import OpDef
-from ...ir.types import Type
+from ...ir.attrs import Attr, attrs_error, enum, optional
+from ...ir.core import Block, IRError, Op, Value
+from ...ir.ops import OPS, OpDef
+from ...ir.types import TileType, Type
 
 CONVERT = "convert_layout"
 
@@ -23,4 +28,46 @@ def _convert_layout(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) ->
     return [t[0]]
 
 
-GPU_OPS: dict[str, OpDef] = {CONVERT: OpDef(CONVERT, _convert_layout)}
+GPU_OPS: dict[str, OpDef] = {
+    CONVERT: OpDef(CONVERT, _convert_layout, {"resident": enum("shared")}),
+}
+
+GPU_ATTRS: dict[str, Mapping[str, Attr]] = {
+    "dot": {"engine": optional("str")},  # accelerate.plan_dot: mma.sync, wgmma or fma, and why
+    "for": {"pipeline": optional("str")},  # pipeline.plan_pipelines: the stages and ring, or why none
+    "load": {"async_copy": optional("str")},  # pipeline.plan_pipelines: the copies, or why none
+}
+
+
+def gpu_opdef(name: str) -> OpDef:
+    """The definition of op `name` in the GPU IR, or IRError."""
+    opdef = GPU_OPS.get(name) or OPS.get(name)
+    if opdef is None:
+        raise IRError(f"unknown op '{name}'")
+    return opdef
+
+
+def plain(t: Type) -> Type:
+    """`t` without its encoding: what the tile IR's type rules take."""
+    return t.without_encoding() if isinstance(t, TileType) else t
+
+
+def _plain_region(block: Block) -> Block:
+    # What a region's type rule reads of it: its arguments' types and its terminator's operands'.
+    out = Block([plain(a.type) for a in block.args])
+    term = block.terminator
+    if term is not None:
+        out.ops.append(Op(term.name, [Value(plain(v.type)) for v in term.operands], []))
+    return out
+
+
+def infer_gpu(name: str, operand_types: Sequence[Type], attrs: dict[str, Any], regions: Sequence[Block] = ()) -> list[Type]:
+    """The result types of GPU-IR op `name` by its type rule, without encodings (the rules know
+    none), or IRError saying why the op is malformed; the attributes are checked against the op's
+    schema and the GPU passes' (`GPU_ATTRS`)."""
+    opdef = gpu_opdef(name)
+    if len(regions) != opdef.num_regions and name not in ("if", "while"):
+        raise IRError(f"'{name}' takes {opdef.num_regions} regions, got {len(regions)}")
+    if err := attrs_error({**opdef.attrs, **GPU_ATTRS.get(name, {})}, attrs):
+        raise IRError(f"op '{name}': {err}")
+    return opdef.rule([plain(t) for t in operand_types], attrs, [_plain_region(r) for r in regions])

@@ -11,9 +11,7 @@ from ...ir.core import Module
 from ...ir.printer import print_module_with_locs
 from ...options import CompileOptions
 from ..errors import BackendError
-from ..gpuir import assign_layouts
-from ..gpuir.hoist import hoist_invariant_converts
-from ..gpuir.pipeline import plan_pipelines
+from ..gpuir.passes import build_gpuir
 from ..gpuir.printer import print_gpuir_with_locs
 from .isolate import emit_ptx_isolated
 from .lines import line_table
@@ -81,9 +79,7 @@ def compile_module(
     num_warps, num_stages = options.num_warps, options.num_stages
     asm = Stages()
     asm["ir"], ir_locs = print_module_with_locs(module)
-    gpu = assign_layouts(module, num_warps, tgt.has("wgmma"))
-    hoist_invariant_converts(gpu)
-    plan_pipelines(gpu, num_stages)
+    gpu = build_gpuir(module, options, tgt.has("wgmma"))
     asm["gpuir"], gpuir_locs = print_gpuir_with_locs(gpu)
     llmodule, shared, launch = lower(gpu, tgt, line_info, options.enable_fp_fusion, options.maxnreg)
     if shared > tgt.max_shared:

@@ -313,6 +313,16 @@ def test_tile_size() -> None:
     fails(kernel(lambda b, a: b.value("splat", [a[1]], shape=[1] * 9)), "must have 1 to 8 dimensions")
 
 
+def test_tile_types_name_no_layout() -> None:
+    """Layouts are the backend's (GPU IR); a tile IR module that names one is refused."""
+
+    def build(b: Builder, a: list[Value]) -> None:
+        tile = b.value("splat", [a[1]], shape=[64])
+        tile.type = TileType((64,), int32, "blocked<spt=[1]>")
+
+    fails(kernel(build), "tile<64xint32, blocked<spt=[1]>> names a layout: layouts exist only in the GPU IR")
+
+
 def test_pointer_types() -> None:
     fails(kernel(arg_types=[PointerType(PointerType(PointerType(PointerType(PTR))))]), "pointers nest deeper than 4")
     fails(kernel(arg_types=[PointerType(float32, 256)]), "address space 256 is not in [0, 255]")

@@ -114,5 +114,5 @@ def test_unknown_op_names_the_op() -> None:
     module = kernels.vector_add()
     body = module.kernel.body
     body.ops.insert(0, Op("frobnicate", [], []))
-    with pytest.raises(BackendError, match="'frobnicate'.*no lowering rule"):
+    with pytest.raises(BackendError, match="kernel 'add_kernel': GPU IR after assign_layouts, op 'frobnicate': unknown op"):
         compile_module(module, isolate=False)

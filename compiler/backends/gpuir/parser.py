@@ -1,0 +1,125 @@
+"""Reading the text form of the GPU IR (`printer.print_gpuir`) back into a `GpuFunction`.
+
+    text = print_gpuir(gpu, locs=True)
+    assert print_gpuir(parse_gpuir(text), locs=True) == text
+
+The layout aliases (`#L0 = blocked<...>`) are read first (`encoding_text.parse_encoding`); then the
+`module` line (the specialization), the kernel and its ops, as the tile IR's parser reads them, with
+three differences: a tile type may be followed by its alias, which puts the encoding in the type;
+an op's regions are written `(^(args): ops ^(args): ops)`; and ops are typed by both catalogues
+(`ops.infer_gpu`: the GPU IR's own ops and attributes too), encodings aside. Axis analysis runs again
+on what was read; the plans of pipelined loops are not part of the text (`pipeline.plan_pipelines`
+makes them from it). Errors are `IRParseError`s that say where (`line:column`) and what was expected.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import Any
+
+from ...ir.core import Block, Function
+from ...ir.parser import IRParseError, _Parser
+from ...ir.types import TileType, Type
+from .assign import GpuFunction
+from .axis import AxisAnalysis
+from .encoding_text import parse_encoding
+from .encodings import Blocked, DotOperand, Encoding, Slice
+from .mma import Mma, MmaOperand
+from .ops import infer_gpu, plain
+
+_ALIAS_LINE = re.compile(r"(#L[0-9]+) = (.*)\n")
+_ALIAS_USE = re.compile(r"[ \t]*(#L[0-9]+)")
+
+
+class _GpuParser(_Parser):
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.aliases: dict[str, Encoding] = {}
+
+    def header(self) -> None:
+        while (m := _ALIAS_LINE.match(self.text, self.pos)) is not None:
+            if m.group(1) in self.aliases:
+                self.error(f"layout alias {m.group(1)} is defined twice", m.start())
+            try:
+                enc = parse_encoding(m.group(2))
+            except ValueError as e:
+                self.error(f"bad layout for {m.group(1)}: {e}", m.start(2))
+            except (KeyError, TypeError) as e:
+                self.error(f"bad layout for {m.group(1)}: {type(e).__name__}: {e}", m.start(2))
+            if not isinstance(enc, (Blocked, Slice, DotOperand, Mma, MmaOperand)):
+                self.error(f"{m.group(1)} is a shared-memory layout; tiles take register layouts", m.start(2))
+            self.aliases[m.group(1)] = enc
+            self.pos = m.end()
+
+    def type(self) -> Type:
+        ty = super().type()
+        m = _ALIAS_USE.match(self.text, self.pos)
+        if m is None:
+            return ty
+        if not isinstance(ty, TileType):
+            self.error(f"only tiles take a layout, not {ty}", m.start(1))
+        if m.group(1) not in self.aliases:
+            self.error(f"layout alias {m.group(1)} is not defined", m.start(1))
+        self.pos = m.end()
+        self.tok = None
+        return replace(ty, encoding=self.aliases[m.group(1)])
+
+    def regions(self, depth: int) -> list[Block]:
+        blocks = []
+        while self.accept("^"):
+            self.expect("(")
+            args = self.typed_args()
+            self.expect(":", "after the region's arguments")
+            block = Block([t for _, t in args])
+            self.scopes.append({})
+            for (tok, _), value in zip(args, block.args):
+                self.define(tok, value)
+            while not (self.peek().kind == "punct" and self.peek().text in ("^", ")")):
+                block.ops.append(self.op(depth))
+            self.scopes.pop()
+            blocks.append(block)
+        self.expect(")", "closing the regions")
+        return blocks
+
+    def infer(self, name: str, operand_types: list[Type], attrs: dict[str, Any], regions: list[Block]) -> list[Type]:
+        return infer_gpu(name, operand_types, attrs, regions)
+
+    def plain(self, types: list[Type]) -> list[Type]:
+        return [plain(t) for t in types]
+
+    def gpu_function(self) -> GpuFunction:
+        self.header()
+        self.expect("module", "after the layout aliases")
+        module_attrs = self.attr_dict()
+        self.expect("func", "after the module's attributes")
+        name = self.expect_kind("symbol", "a function name like @kernel").text[1:]
+        self.expect("(")
+        args = self.typed_args()
+        self.expect("kernel", "after the kernel's arguments")
+        pos = self.peek().pos
+        attrs = self.attr_dict()
+        names, num_warps = attrs.pop("names", None), attrs.pop("num_warps", None)
+        if attrs or not isinstance(names, list) or not all(isinstance(n, str) for n in names) or len(names) != len(args):
+            self.error("a kernel's attributes are exactly {names = [its argument names], num_warps = N}", pos)
+        if not isinstance(num_warps, int) or isinstance(num_warps, bool) or num_warps not in (1, 2, 4, 8, 16, 32):
+            self.error(f"num_warps must be 1, 2, 4, 8, 16 or 32, got {num_warps!r}", pos)
+        loc = self.loc()
+        body = Block([t for _, t in args])
+        self.scopes = [{}]
+        for (tok, _), value in zip(args, body.args):
+            self.define(tok, value)
+        self.expect("{", "opening the kernel's body")
+        self.ops(body, 0)
+        if self.peek().kind != "eof":
+            self.error(f"expected the end of the text after the kernel, found {self.found()}")
+        fn = Function(name, body, names, [], True, loc)
+        return GpuFunction(fn, module_attrs, num_warps, AxisAnalysis(module_attrs, fn))
+
+
+def parse_gpuir(text: str) -> GpuFunction:
+    """The GPU IR that `text` (as `printer.print_gpuir` writes it) describes; `verifier.verify_gpuir`
+    checks its invariants. Raises `IRParseError` ("line:col: expected ...") on anything else."""
+    if not isinstance(text, str):
+        raise IRParseError(f"expected text, got {type(text).__name__}", 1, 1)
+    return _GpuParser(text).gpu_function()
