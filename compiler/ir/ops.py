@@ -134,7 +134,7 @@ _define("arange", _arange, {"start": required("int"), "end": required("int")})
 
 def _splat(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
     _arity(t, 1, "splat")
-    if isinstance(t[0], TileType):
+    if not isinstance(t[0], (ScalarType, PointerType)):
         raise IRError(f"'splat' takes a scalar, got {t[0]}")
     return [TileType(_shape_attr(a), t[0])]
 
@@ -271,7 +271,7 @@ def _fma(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]
 def _cast(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
     _arity(t, 1, "cast")
     to = _type_attr(a, "to")
-    if isinstance(to, TileType):
+    if not isinstance(to, (ScalarType, PointerType)):
         raise IRError("'cast' target must be an element type")
     return [with_elem(t[0], to)]
 

@@ -197,16 +197,36 @@ class TileType:
         return False
 
 
-Type = ScalarType | PointerType | TileType
+@dataclass(frozen=True)
+class BufferType:
+    """GPU IR only: a tile of `shape` x `element_ty` held in shared memory, placed by `encoding` (the
+    backend's shared-memory layout: which element each offset of the buffer holds). The tile IR has no
+    buffers (`verifier.verify` refuses them)."""
+
+    shape: tuple[int, ...]
+    element_ty: ElemType
+    encoding: Any = None
+
+    def __str__(self) -> str:
+        layout = "" if self.encoding is None else f", {self.encoding}"
+        return "shared<" + "x".join(str(d) for d in self.shape) + f"x{self.element_ty}{layout}>"
+
+    __repr__ = __str__
+
+    def without_encoding(self) -> BufferType:
+        return BufferType(self.shape, self.element_ty) if self.encoding is not None else self
+
+
+Type = ScalarType | PointerType | TileType | BufferType
 
 
 def shape_of(ty: Type) -> tuple[int, ...]:
-    """The tile shape of `ty`, `()` for a scalar or pointer."""
-    return ty.shape if isinstance(ty, TileType) else ()
+    """The tile (or buffer) shape of `ty`, `()` for a scalar or pointer."""
+    return ty.shape if isinstance(ty, (TileType, BufferType)) else ()
 
 
 def elem_of(ty: Type) -> ElemType:
-    return ty.element_ty if isinstance(ty, TileType) else ty
+    return ty.element_ty if isinstance(ty, (TileType, BufferType)) else ty
 
 
 def with_shape(elem: ElemType, shape: tuple[int, ...]) -> Type:
@@ -257,7 +277,7 @@ def _parse_elem(text: str) -> ElemType:
         if sep and tail.strip().isdigit() and head.count("<") == head.count(">"):
             inner, space = head, int(tail)
         elem = parse_type(inner)
-        if isinstance(elem, TileType):
+        if isinstance(elem, (TileType, BufferType)):
             raise ValueError(f"a pointer cannot point to a tile: {text!r}")
         return PointerType(elem, space)
     return ScalarType(text)

@@ -18,7 +18,7 @@ from .attrs import attrs_error
 from .core import IR_VERSION, Block, Function, IRError, Loc, Module, Op, SourceText, Value
 from .filenames import files_error
 from .ops import OPS, OpDef, infer
-from .types import SCALAR_NAMES, PointerType, ScalarType, TileType, Type, elem_of
+from .types import SCALAR_NAMES, BufferType, PointerType, ScalarType, TileType, Type, elem_of
 
 # Limits on what a module may hold; the parser and the decoder apply the nesting ones while
 # reading, so that deep input fails cleanly before it reaches Python's recursion limit.
@@ -89,6 +89,8 @@ def type_error(t: Any) -> str | None:
         t = t.element_ty
     if isinstance(t, ScalarType) and t.name in SCALAR_NAMES:
         return None
+    if isinstance(t, BufferType):
+        return f"{t} is a shared-memory buffer: buffers exist only in the GPU IR, which the backend makes"
     return f"{t!r} is not a scalar, pointer or tile type"
 
 

@@ -75,6 +75,7 @@ RULES.unsupported("values read from memory: no facts (unknown)", "load", "atomic
 RULES.unsupported("not analysed: results get no facts (unknown)", "neg", "abs", "not", "bitcast", "reshape", "cat",
                   "join", "split", "dot")
 RULES.unsupported("calls are inlined before layout assignment runs the analysis", "call")
+RULES.unsupported("shared-memory buffers and what is read from them: no facts (unknown)", "local_alloc", "local_load")
 
 
 class AxisAnalysis:

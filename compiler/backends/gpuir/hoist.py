@@ -4,29 +4,30 @@ A tile loaded before a loop and used by a dot inside it (attention's Q, the firs
 converted to its operand layout where the dot is: in the loop, through shared memory in every
 iteration. A conversion whose source is defined outside the loop gives the same registers in
 every iteration, so it moves to just before the loop (out of each enclosing loop it does not
-depend on), as Triton's loop-invariant code motion does. A 16-bit mma.sync operand moved so is
-kept in shared memory (`resident = "shared"`): the conversion stores it once and its dots read it
-with ldmatrix a K step at a time, as Triton's do, instead of holding the whole tile in registers
-across the loop (attention's Q: 32 registers a thread at 128x64 on 4 warps, the difference between
-spilling and not). A wgmma operand's conversion stays: it produces nothing (the dot stores its
-source itself).
+depend on), as Triton's loop-invariant code motion does. A 16-bit mma.sync operand is instead kept
+in shared memory: `local_alloc` stores it once before the loop, swizzled for `ldmatrix`, and the
+conversion becomes a `local_load` of that buffer, which its dots read a K step at a time, as
+Triton's do, instead of holding the whole tile in registers across the loop (attention's Q: 32
+registers a thread at 128x64 on 4 warps, the difference between spilling and not). A wgmma
+operand's conversion stays: it produces nothing (the dot stores its source itself).
 """
 
 from __future__ import annotations
 
 from ...ir.core import Block, Op, Value
-from ...ir.types import ScalarType, elem_of
+from ...ir.types import BufferType, ScalarType, TileType, elem_of
 from .assign import GpuFunction
 from .mma import Mma, MmaOperand
-from .ops import CONVERT
+from .ops import CONVERT, LOCAL_ALLOC, LOCAL_LOAD
+from .shared import operand_shared
 
 
 def _defined(block: Block) -> set[Value]:
-    ids = {a for a in block.args}
+    ids = set(block.args)
     for op in block.walk():
-        ids.update(r for r in op.results)
+        ids.update(op.results)
         for region in op.regions:
-            ids.update(a for a in region.args)
+            ids.update(region.args)
     return ids
 
 
@@ -38,10 +39,21 @@ def _movable(gpu: GpuFunction, op: Op, inner: set[Value]) -> bool:
 
 
 def _resident(gpu: GpuFunction, op: Op) -> bool:
-    """Whether the moved conversion `op` reads into an operand that ldmatrix can load from shared memory."""
+    """Whether the conversion `op` reads into an operand that ldmatrix can load from shared memory."""
     enc, elem = gpu.encoding(op.result), elem_of(op.result.type)
     return (isinstance(enc, MmaOperand) and enc.k_width == 2 and isinstance(elem, ScalarType) and elem.itemsize == 2
             and not isinstance(gpu.encoding(op.operands[0]), Mma))
+
+
+def _keep_in_shared(gpu: GpuFunction, conv: Op) -> Op:
+    """The `local_alloc` of `conv`'s source, swizzled as `ldmatrix` reads it; `conv` becomes its `local_load`."""
+    src = conv.operands[0]
+    ty, enc = src.type, gpu.encoding(conv.result)
+    assert isinstance(ty, TileType) and isinstance(enc, MmaOperand)
+    swizzled = operand_shared(gpu.layout(src), enc.op_idx, 2)
+    alloc = Op(LOCAL_ALLOC, [src], [BufferType(ty.shape, ty.element_ty, swizzled)], {}, (), conv.loc)
+    conv.name, conv.operands = LOCAL_LOAD, [alloc.result]
+    return alloc
 
 
 def _hoist(gpu: GpuFunction, block: Block) -> None:
@@ -52,17 +64,17 @@ def _hoist(gpu: GpuFunction, block: Block) -> None:
         if op.name == "for":
             body = op.regions[0]
             inner = _defined(body)
-            moved = [o for o in body.ops if _movable(gpu, o, inner)]
+            invariant = [o for o in body.ops if _movable(gpu, o, inner)]
+            kept = [o for o in invariant if _resident(gpu, o)]
+            moved = [o for o in invariant if all(o is not k for k in kept)]
             body.ops = [o for o in body.ops if all(o is not m for m in moved)]
-            for m in moved:
-                if _resident(gpu, m):
-                    m.attrs["resident"] = "shared"
-            ops.extend(moved)
+            ops.extend(_keep_in_shared(gpu, o) if any(o is k for k in kept) else o for o in invariant)
         ops.append(op)
     block.ops = ops
 
 
 def hoist_invariant_converts(gpu: GpuFunction) -> None:
     """Move the top-level conversions of each `for` body whose source the body does not define
-    to just before the loop (in place, innermost loops first)."""
+    to just before the loop (in place, innermost loops first); keep 16-bit mma.sync operands in
+    shared memory instead (`local_alloc` before the loop, `local_load` in it)."""
     _hoist(gpu, gpu.fn.body)

@@ -1,7 +1,8 @@
 """The ops and attributes the GPU IR adds to the tile IR's catalogue (`ir.ops.OPS`), defined as the
 tile ops are.
 
-Layout assignment inserts `convert_layout`; the backend's stages key their rules by both catalogues
+Layout assignment inserts `convert_layout`, `hoist` keeps loop-invariant tensor-core operands in
+shared memory with `local_alloc` and `local_load`; the backend's stages key their rules by both catalogues
 (`ir.registry.OpRegistry`), so a lowering rule for an op defined nowhere is refused on import. The
 GPU passes record their decisions on tile ops as attributes (`GPU_ATTRS`: a dot's engine, a loop's
 pipeline, a load's asynchronous copy), which the GPU-IR dump shows and the verifier checks against
@@ -13,12 +14,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ...ir.attrs import Attr, attrs_error, enum, optional
+from ...ir.attrs import Attr, attrs_error, optional
 from ...ir.core import Block, IRError, Op, Value
 from ...ir.ops import OPS, OpDef
-from ...ir.types import TileType, Type
+from ...ir.types import BufferType, TileType, Type
 
 CONVERT = "convert_layout"
+LOCAL_ALLOC = "local_alloc"
+LOCAL_LOAD = "local_load"
 
 
 def _convert_layout(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
@@ -28,8 +31,24 @@ def _convert_layout(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) ->
     return [t[0]]
 
 
+def _local_alloc(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
+    if len(t) != 1 or not isinstance(t[0], TileType):
+        raise IRError(f"'{LOCAL_ALLOC}' takes 1 tile, got {', '.join(map(str, t)) or 'none'}")
+    return [BufferType(t[0].shape, t[0].element_ty)]
+
+
+def _local_load(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
+    if len(t) != 1 or not isinstance(t[0], BufferType):
+        raise IRError(f"'{LOCAL_LOAD}' takes 1 shared-memory buffer, got {', '.join(map(str, t)) or 'none'}")
+    return [TileType(t[0].shape, t[0].element_ty)]
+
+
 GPU_OPS: dict[str, OpDef] = {
-    CONVERT: OpDef(CONVERT, _convert_layout, {"resident": enum("shared")}),
+    CONVERT: OpDef(CONVERT, _convert_layout),
+    # A buffer in shared memory that holds the tile for the rest of the kernel (written once: buffers
+    # are values, never stored to again), and a read of it into a register layout.
+    LOCAL_ALLOC: OpDef(LOCAL_ALLOC, _local_alloc, side_effects=True),
+    LOCAL_LOAD: OpDef(LOCAL_LOAD, _local_load),
 }
 
 GPU_ATTRS: dict[str, Mapping[str, Attr]] = {
@@ -48,8 +67,8 @@ def gpu_opdef(name: str) -> OpDef:
 
 
 def plain(t: Type) -> Type:
-    """`t` without its encoding: what the tile IR's type rules take."""
-    return t.without_encoding() if isinstance(t, TileType) else t
+    """`t` without its encoding: what the type rules take."""
+    return t.without_encoding() if isinstance(t, (TileType, BufferType)) else t
 
 
 def _plain_region(block: Block) -> Block:

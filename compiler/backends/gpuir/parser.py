@@ -5,7 +5,8 @@
 
 The layout aliases (`#L0 = blocked<...>`) are read first (`encoding_text.parse_encoding`); then the
 `module` line (the specialization), the kernel and its ops, as the tile IR's parser reads them, with
-three differences: a tile type may be followed by its alias, which puts the encoding in the type;
+these differences: a tile type may be followed by its alias, which puts the encoding in the type
+(a register layout; a shared-memory buffer, `shared<64x32xfp16> #L3`, takes a shared layout);
 an op's regions are written `(^(args): ops ^(args): ops)`; and ops are typed by both catalogues
 (`ops.infer_gpu`: the GPU IR's own ops and attributes too), encodings aside. Axis analysis runs again
 on what was read; the plans of pipelined loops are not part of the text (`pipeline.plan_pipelines`
@@ -20,22 +21,24 @@ from typing import Any
 
 from ...ir.core import Block, Function
 from ...ir.parser import IRParseError, _Parser
-from ...ir.types import TileType, Type
+from ...ir.types import BufferType, TileType, Type, parse_type
+from ...ir.verifier import MAX_TYPE_TEXT
 from .assign import GpuFunction
 from .axis import AxisAnalysis
-from .encoding_text import parse_encoding
-from .encodings import Blocked, DotOperand, Encoding, Slice
+from .encoding_text import Layout, parse_encoding
+from .encodings import Blocked, DotOperand, Slice
 from .mma import Mma, MmaOperand
 from .ops import infer_gpu, plain
 
 _ALIAS_LINE = re.compile(r"(#L[0-9]+) = (.*)\n")
 _ALIAS_USE = re.compile(r"[ \t]*(#L[0-9]+)")
+_REGISTER_LAYOUTS = (Blocked, Slice, DotOperand, Mma, MmaOperand)
 
 
 class _GpuParser(_Parser):
     def __init__(self, text: str) -> None:
         super().__init__(text)
-        self.aliases: dict[str, Encoding] = {}
+        self.aliases: dict[str, Layout] = {}
 
     def header(self) -> None:
         while (m := _ALIAS_LINE.match(self.text, self.pos)) is not None:
@@ -47,23 +50,45 @@ class _GpuParser(_Parser):
                 self.error(f"bad layout for {m.group(1)}: {e}", m.start(2))
             except (KeyError, TypeError) as e:
                 self.error(f"bad layout for {m.group(1)}: {type(e).__name__}: {e}", m.start(2))
-            if not isinstance(enc, (Blocked, Slice, DotOperand, Mma, MmaOperand)):
-                self.error(f"{m.group(1)} is a shared-memory layout; tiles take register layouts", m.start(2))
             self.aliases[m.group(1)] = enc
             self.pos = m.end()
 
     def type(self) -> Type:
-        ty = super().type()
+        start = self.tok.pos if self.tok is not None else self.after_space(self.pos)
+        ty = self.buffer_type(start) if self.text.startswith("shared<", start) else super().type()
         m = _ALIAS_USE.match(self.text, self.pos)
         if m is None:
             return ty
-        if not isinstance(ty, TileType):
-            self.error(f"only tiles take a layout, not {ty}", m.start(1))
-        if m.group(1) not in self.aliases:
+        if not isinstance(ty, (TileType, BufferType)):
+            self.error(f"only tiles and buffers take a layout, not {ty}", m.start(1))
+        enc = self.aliases.get(m.group(1))
+        if enc is None:
             self.error(f"layout alias {m.group(1)} is not defined", m.start(1))
+        if isinstance(ty, TileType) != isinstance(enc, _REGISTER_LAYOUTS):
+            want = "a register layout" if isinstance(ty, TileType) else "a shared-memory layout"
+            self.error(f"{m.group(1)} is {enc}; a {'tile' if isinstance(ty, TileType) else 'buffer'} takes {want}",
+                       m.start(1))
         self.pos = m.end()
         self.tok = None
-        return replace(ty, encoding=self.aliases[m.group(1)])
+        return replace(ty, encoding=enc)
+
+    def buffer_type(self, start: int) -> BufferType:
+        """`shared<64x32xfp16>`: a buffer, written as the tile of its shape is."""
+        end, depth = start + len("shared<"), 1
+        while end < len(self.text) and depth and end - start <= MAX_TYPE_TEXT:
+            depth += {"<": 1, ">": -1}.get(self.text[end], 0)
+            end += 1
+        spelled = self.text[start:end]
+        if depth:
+            self.error(f"unterminated or overlong type {spelled[:40]!r}", start)
+        try:
+            tile = parse_type("tile" + spelled[len("shared") :])
+        except ValueError as e:
+            self.error(f"bad type {spelled!r}: {e}", start)
+        if not isinstance(tile, TileType):
+            self.error(f"bad type {spelled!r}", start)
+        self.tok, self.pos = None, end
+        return BufferType(tile.shape, tile.element_ty)
 
     def regions(self, depth: int) -> list[Block]:
         blocks = []

@@ -33,11 +33,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...ir.core import Block, Function, Op, Value
-from ...ir.ops import OPS
 from ...ir.types import ScalarType, TileType, elem_of
 from .access import access_dim, access_width
 from .assign import CONVERT, GpuFunction
 from .mma import Mma, MmaOperand
+from .ops import gpu_opdef
 from .shared import SwizzledShared, operand_shared
 from .wgmma import RESERVED_BYTES, SHARED_BYTES, SM_SHARED_BYTES
 
@@ -150,7 +150,7 @@ def _ahead_slice(body: Block, roots: list[Value]) -> tuple[set[Op], set[int]] | 
             continue
         if not isinstance(owner, Op) or owner not in top or owner in ops:
             continue  # defined outside the loop, or already taken
-        pure = owner.name == CONVERT or not OPS[owner.name].side_effects
+        pure = not gpu_opdef(owner.name).side_effects
         if owner.regions or owner.name in _NOT_AHEAD or not pure:
             return None
         ops.add(owner)

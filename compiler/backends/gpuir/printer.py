@@ -4,6 +4,7 @@
     module {divisibility = [0, 1, 2], version = 1}
     func @add_kernel(%0: ptr<fp32>, ...) kernel {names = ["x_ptr", ...], num_warps = 4} {
       %3 = arange() {end = 1024, start = 0} : tile<1024xint32> #L0
+      %4 = local_alloc(%2) : shared<64x32xfp16> #L1
       %9 = for(%5, %6, %7, %3) (
         ^(%10: int32, %11: tile<1024xint32> #L0):
           yield(%11)
@@ -21,9 +22,9 @@ import json
 
 from ...ir.core import Block, Loc, Op, Value
 from ...ir.printer import format_attr, format_attrs
-from ...ir.types import TileType
+from ...ir.types import BufferType, TileType
 from .assign import GpuFunction
-from .encodings import Encoding
+from .encoding_text import Layout
 
 
 class _Printer:
@@ -31,7 +32,7 @@ class _Printer:
         self.gpu = gpu
         self.locs = locs
         self.names: dict[Value, str] = {}
-        self.aliases: dict[Encoding, str] = {}
+        self.aliases: dict[Layout, str] = {}
         self.lines: list[str] = []
         self.line_locs: list[Loc | None] = []
 
@@ -44,7 +45,7 @@ class _Printer:
 
     def typed(self, v: Value) -> str:
         ty = v.type
-        if not isinstance(ty, TileType) or ty.encoding is None:
+        if not isinstance(ty, (TileType, BufferType)) or ty.encoding is None:
             return str(ty)
         alias = self.aliases.setdefault(ty.encoding, f"#L{len(self.aliases)}")
         return f"{ty.without_encoding()} {alias}"

@@ -4,7 +4,8 @@
   the GPU passes' (`ops.GPU_ATTRS`);
 - its result types are what its type rule gives for its operands, encodings aside;
 - every tile value's type names an encoding of the tile's rank that places the tile on the kernel's
-  warps of 32 lanes;
+  warps of 32 lanes; every shared-memory buffer's a shared layout of its rank, and only `local_load`
+  reads a buffer;
 - the values that layout assignment puts in one layout class are in one layout: the operands and
   results of an op whose rule is `same_layout` or `memory_access`, the values a loop carries (init,
   region argument, yield, result) and a branch's results. Two values of one shape may name different
@@ -20,12 +21,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...ir.core import Block, IRError, Op, Value
-from ...ir.types import TileType
+from ...ir.types import BufferType, TileType
 from ..errors import BackendError
 from .assign import RULES, GpuFunction, _Assigner
 from .encodings import Blocked, DotOperand, Slice
 from .mma import Mma, MmaOperand
-from .ops import infer_gpu, plain
+from .ops import LOCAL_LOAD, infer_gpu, plain
+from .shared import SwizzledShared
 
 ENCODINGS = (Blocked, Slice, DotOperand, Mma, MmaOperand)
 _ONE_LAYOUT = (_Assigner.same_layout, _Assigner.memory_access)
@@ -52,6 +54,8 @@ class _Verifier:
 
     def value(self, v: Value, op: Op | None, what: str) -> None:
         ty = v.type
+        if isinstance(ty, BufferType):
+            self.buffer(ty, op, what)
         if not isinstance(ty, TileType):
             return
         enc = ty.encoding
@@ -68,7 +72,19 @@ class _Verifier:
             raise self.fail(op, f"{what} {ty} spreads over {ll.in_size('lane')} lanes and {ll.in_size('warp')} "
                                 f"warps, not 32 and {self.gpu.num_warps}")
 
+    def buffer(self, ty: BufferType, op: Op | None, what: str) -> None:
+        if not isinstance(ty.encoding, SwizzledShared):
+            raise self.fail(op, f"{what} {ty} names no shared-memory layout")
+        if len(ty.shape) != ty.encoding.rank:
+            raise self.fail(op, f"{what} {ty}: a layout of rank {ty.encoding.rank} on a buffer of rank {len(ty.shape)}")
+        try:
+            ty.encoding.linear(ty.shape)
+        except ValueError as e:
+            raise self.fail(op, f"{what} {ty}: {e}") from None
+
     def op(self, op: Op) -> None:
+        if op.name != LOCAL_LOAD and any(isinstance(v.type, BufferType) for v in op.operands):
+            raise self.fail(op, f"only {LOCAL_LOAD} reads a shared-memory buffer")
         try:
             types = infer_gpu(op.name, [v.type for v in op.operands], op.attrs, op.regions)
         except IRError as e:

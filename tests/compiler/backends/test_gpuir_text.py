@@ -127,11 +127,12 @@ def _text() -> str:
     (lambda t: t.replace("#L0 = blocked", "#L0 = striped", 1), "1:7: bad layout for #L0: unknown layout 'striped'"),
     (lambda t: t.replace(" : tile<1024xint32> #L0", " : tile<1024xint32> #L7", 1), "layout alias #L7 is not defined"),
     (lambda t: t.replace("program_id() {axis = 0} : int32", "program_id() {axis = 0} : int32 #L0", 1),
-     "only tiles take a layout, not int32"),
+     "4:40: only tiles and buffers take a layout, not int32"),
     (lambda t: t.replace("num_warps = 4}", "num_warps = 3}", 1), "num_warps must be 1, 2, 4, 8, 16 or 32, got 3"),
     (lambda t: t.replace("{axis = 0}", "{axis = 0, engine = \"mma\"}", 1), "unknown attribute 'engine'"),
     (lambda t: t.replace("#L0 = blocked", "#L0 = swizzled_shared<vec=8, perPhase=1, maxPhase=8, order=[1, 0]>\n#L9 = "
-                         "blocked", 1), "#L0 is a shared-memory layout; tiles take register layouts"),
+                         "blocked", 1), "#L0 is swizzled_shared<vec=8, perPhase=1, maxPhase=8, order=[1, 0]>; a tile "
+                                        "takes a register layout"),
     (lambda t: t.replace(" : tile<1024xint32> #L0", " : tile<512xint32> #L0", 1), "by its type rule"),
 ])
 def test_malformed_gpu_ir_text_says_where(edit: Any, message: str) -> None:

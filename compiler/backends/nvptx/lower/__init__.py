@@ -13,6 +13,7 @@ from ...gpuir import GpuFunction
 from ..target import Target
 from . import (  # noqa: F401
     atomics,
+    buffers,
     constants,
     control,
     debug,

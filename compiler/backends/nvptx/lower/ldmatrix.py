@@ -91,18 +91,25 @@ class SharedOperand:
         return self.pair_bits == 1 or self.shared.order[0] == (1 if self.op_idx == 0 else 0)
 
 
-def _stage(ctx: Lowering, elem: ElemType, regs: Regs, src: LinearLayout, dst: LinearLayout, enc: MmaOperand,
-           buffer: int) -> SharedOperand:
-    """Store `regs` (layout `src`) swizzled at byte `buffer` of shared memory, to be read as `enc`."""
-    swz = operand_shared(src, enc.op_idx, 2)
+def store_swizzled(ctx: Lowering, elem: ElemType, regs: Regs, src: LinearLayout, swz: SwizzledShared,
+                   buffer: int) -> ir.Value:
+    """Store `regs` (layout `src`) at byte `buffer` of shared memory in layout `swz`, a vector of
+    its contiguous dimension at a time; the buffer's address."""
     contig, rows_dim = swz.order
     b = ctx.b
     base = b.gep(ctx.smem_base(), [const(i32, buffer)], source_etype=i8) if buffer else ctx.smem_base()
     for group in vector_groups(src, elem, dim=contig):
         idx = ctx.index(src, group[0])
-        off = swizzled_offset(ctx, swz, dst.shape, idx[rows_dim], idx[contig])
+        off = swizzled_offset(ctx, swz, src.shape, idx[rows_dim], idx[contig])
         store_elems(ctx, elem, off, [regs[r] for r in group], buffer)
-    return SharedOperand(elem, dst, swz, base, enc.op_idx)
+    return base
+
+
+def _stage(ctx: Lowering, elem: ElemType, regs: Regs, src: LinearLayout, dst: LinearLayout, enc: MmaOperand,
+           buffer: int) -> SharedOperand:
+    """Store `regs` (layout `src`) swizzled at byte `buffer` of shared memory, to be read as `enc`."""
+    swz = operand_shared(src, enc.op_idx, 2)
+    return SharedOperand(elem, dst, swz, store_swizzled(ctx, elem, regs, src, swz, buffer), enc.op_idx)
 
 
 def to_operand(ctx: Lowering, elem: ElemType, regs: Regs, src: LinearLayout, dst: LinearLayout, enc: MmaOperand) -> Regs:
@@ -114,19 +121,6 @@ def to_operand(ctx: Lowering, elem: ElemType, regs: Regs, src: LinearLayout, dst
         for g in range(0, dst.num_regs, operand.group_mask + 1):
             out.update(read_group(ctx, operand, g))
         return [out[r] for r in range(dst.num_regs)]
-
-
-def resident_operand(ctx: Lowering, elem: ElemType, regs: Regs, src: LinearLayout, dst: LinearLayout,
-                     enc: MmaOperand) -> SharedOperand:
-    """`regs` (layout `src`) stored once for dots that read them as `enc` at each use, a K step at a
-    time (a loop-invariant operand hoisted before its loop, `gpuir.hoist`): the buffer stays
-    allocated to the end of the kernel, and the operand takes no registers across the loop."""
-    placed = ctx.shared.alloc(numel(dst.shape) * 2)
-    if placed.barrier:
-        ctx.barrier()
-    operand = _stage(ctx, elem, regs, src, dst, enc, placed.offset)
-    ctx.barrier()
-    return operand
 
 
 def lane_rows(dst: LinearLayout, shared: SwizzledShared, pair_bits: int) -> LinearLayout:

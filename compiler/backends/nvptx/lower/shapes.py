@@ -26,9 +26,6 @@ def convert_layout(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
         return [[ir.Constant(ctx.ltype(op.result), None)] * dst.num_regs]
     if ldmatrix.fits(enc, elem) and not (src.same_threads(dst) and set(dst.reg_of_index) <= set(src.reg_of_index)):
         assert isinstance(enc, MmaOperand)
-        if op.attrs.get("resident") == "shared":  # its dots read it with ldmatrix (lower/mma.py), not these
-            ctx.shared_operands[op.result] = ldmatrix.resident_operand(ctx, elem, args[0], src, dst, enc)
-            return [[ir.Constant(ctx.ltype(op.result), None)] * dst.num_regs]
         return [ldmatrix.to_operand(ctx, elem, args[0], src, dst, enc)]
     source = ctx.gpu.encoding(op.operands[0])
     if isinstance(source, Mma) and source.version == 3 and src.rank == 2:

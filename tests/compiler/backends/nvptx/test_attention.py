@@ -58,11 +58,14 @@ def test_the_gpu_ir_states_the_decisions(d64: Any) -> None:
     # Both dots accumulate in one layout, warps stacked along M (chained dots, as Triton).
     assert len(set(re.findall(r"dot\(.*\) \{engine.*(#L\d+)$", gpuir, re.M))) == 1
     assert "mma<v2, warps=[4, 1], instr=[16, 8]>" in gpuir
-    # In the loop only the dots' operands are converted (K, P and V); Q's conversion is before it,
-    # and `acc * alpha + tl.dot(p, v)` accumulates into acc.
+    # In the loop only the dots' operands are converted (K, P and V); Q is stored in shared memory
+    # before it (a swizzled buffer) and read from there as the first dot's A, and
+    # `acc * alpha + tl.dot(p, v)` accumulates into acc.
     loop = _loop_ir(gpuir)
     assert loop.count("convert_layout(") == 3
-    assert gpuir[: gpuir.index("= for(")].count("convert_layout(") == 1
+    assert "convert_layout(" not in gpuir[: gpuir.index("= for(")]
+    (q,) = re.findall(r"(%\d+) = local_alloc\(%\d+\) : shared<128x64xfp16> #L\d+$", gpuir, re.M)
+    assert loop.count(f"local_load({q})") == 1
     assert not re.search(r"= add\(%\d+, %\d+\) : tile<128x64xfp32>", loop)
 
 
