@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from ...ir.core import Block, Function, Module, Op, Value
 from ...ir.registry import OpRegistry
 from ...ir.types import PointerType, TileType, elem_of, shape_of
+from ...passes.rewrite import Subst, replace_results, rewrite_block
 from ..errors import BackendError, op_error
 from .accelerate import DotPlan, plan_dot
 from .axis import AxisAnalysis
@@ -418,37 +419,24 @@ class _Assigner:
 def drop_trivial_converts(block: Block) -> None:
     """Remove each `convert_layout` whose source and result place every element alike (equal
     linear layouts), using its source directly."""
-    replace: dict[Value, Value] = {}
-    for op in block.ops:
-        for region in op.regions:
-            drop_trivial_converts(region)
-    kept: list[Op] = []
-    for op in block.ops:
-        op.operands = [replace.get(v, v) for v in op.operands]
-        for region in op.regions:
-            _rename(region, replace)
-        if op.name == CONVERT:
-            src, dst = _encoding(op.operands[0]), _encoding(op.result)
-            shape = shape_of(op.result.type)
-            # A dot operand keeps its conversion even when it only renames registers (attention's
-            # P, the first dot's accumulator as the second's A): the lowering reads its encoding.
-            keep = isinstance(dst, MmaOperand)
-            if src is not None and dst is not None and not keep and _linear(src, shape) == _linear(dst, shape):
-                replace[op.result] = op.operands[0]
-                continue
-        kept.append(op)
-    block.ops = kept
+
+    def visit(op: Op, subst: Subst) -> list[Op] | None:
+        if op.name != CONVERT:
+            return None
+        src, dst = _encoding(op.operands[0]), _encoding(op.result)
+        shape = shape_of(op.result.type)
+        # A dot operand keeps its conversion even when it only renames registers (attention's
+        # P, the first dot's accumulator as the second's A): the lowering reads its encoding.
+        if src is None or dst is None or isinstance(dst, MmaOperand) or _linear(src, shape) != _linear(dst, shape):
+            return None
+        replace_results(subst, op, [op.operands[0]])
+        return []
+
+    rewrite_block(block, visit, {})
 
 
 def _encoding(v: Value) -> Encoding | None:
     return v.type.encoding if isinstance(v.type, TileType) else None
-
-
-def _rename(block: Block, replace: dict[Value, Value]) -> None:
-    for op in block.ops:
-        op.operands = [replace.get(v, v) for v in op.operands]
-        for region in op.regions:
-            _rename(region, replace)
 
 
 def _numel(shape: tuple[int, ...]) -> int:
