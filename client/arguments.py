@@ -18,6 +18,7 @@ _NAMES: dict[str, _t.ScalarType] = {
     "uint8": _t.uint8, "uint16": _t.uint16, "uint32": _t.uint32, "uint64": _t.uint64,
     "float16": _t.float16, "half": _t.float16, "bfloat16": _t.bfloat16, "float32": _t.float32,
     "float": _t.float32, "float64": _t.float64, "double": _t.float64,
+    "float8_e4m3fn": _t.float8e4nv, "float8_e5m2": _t.float8e5,
 }
 
 
@@ -63,7 +64,8 @@ def host_array(value: Any) -> np.ndarray:
         import torch
 
         t = value.detach()
-        as_bits = {torch.bfloat16: torch.int16, torch.bool: torch.uint8}.get(t.dtype)
+        as_bits = {torch.bfloat16: torch.int16, torch.bool: torch.uint8, torch.float8_e4m3fn: torch.uint8,
+                   torch.float8_e5m2: torch.uint8}.get(t.dtype)
         arr = (t.view(as_bits) if as_bits is not None else t).numpy()
     elif _numpy() is not None and isinstance(value, _numpy().ndarray):
         arr = value
@@ -135,7 +137,8 @@ class TensorWrapper:
 
 def reinterpret(array: Any, dtype: _t.ScalarType) -> TensorWrapper:
     """`array` passed to kernels as a pointer to `dtype` elements of the same size: the way to pass
-    bf16 from NumPy, which has no bf16 dtype (`despina.reinterpret(bits_uint16, tl.bfloat16)`)."""
+    bf16 and fp8 from NumPy, which has neither (`despina.reinterpret(bits_uint16, tl.bfloat16)`,
+    `despina.reinterpret(bits_uint8, tl.float8e4nv)`)."""
     dtype = unwrap(dtype)
     if not isinstance(dtype, _t.ScalarType):
         raise TypeError(f"reinterpret needs a dtype such as tl.bfloat16, got {dtype!r}")

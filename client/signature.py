@@ -3,7 +3,7 @@
 One entry per run-time parameter of the kernel, in order: a type, `*` before it for a pointer to
 that type, and an optional `:16` hint (a pointer aligned to 16 bytes, an integer divisible by 16)
 or `:1` (an integer equal to 1). Types are Triton's short names (`i32`, `u64`, `fp16`, `bf16`,
-`i1`) or Despina's (`int32`, `uint64`).
+`fp8e4nv`, `fp8e5`, `i1`) or Despina's (`int32`, `uint64`); the fp8 types only behind a pointer.
 
     >>> parse_entry("*fp16:16")
     SignatureEntry(type=ptr<fp16>, hint=16)
@@ -20,7 +20,7 @@ from despina.compiler.ir.types import SCALAR_NAMES, PointerType, ScalarType
 _TRITON = {
     "int1": "i1", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
     "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64",
-    "fp16": "fp16", "bf16": "bf16", "fp32": "fp32", "fp64": "fp64",
+    "fp16": "fp16", "bf16": "bf16", "fp32": "fp32", "fp64": "fp64", "fp8e4nv": "fp8e4nv", "fp8e5": "fp8e5",
 }
 _ALIASES = {**{v: k for k, v in _TRITON.items()}, "u1": "int1", "f16": "fp16", "f32": "fp32", "f64": "fp64"}
 HINTS = (1, 16)
@@ -58,6 +58,9 @@ def parse_type(text: str) -> ScalarType | PointerType:
         known = ", ".join(_TRITON.values())
         raise SignatureError(f"unknown type {text.strip()!r}: use {known}, with '*' before a pointer's element type")
     ty: ScalarType | PointerType = ScalarType(scalar)
+    if depth == 0 and ty.is_fp8():
+        raise SignatureError(f"{text.strip()!r}: fp8 arguments are arrays ('*{name}'); pass a scalar as fp32 and "
+                             f"convert it in the kernel with .to(tl.float8...)")
     for _ in range(depth):
         ty = PointerType(ty)
     return ty

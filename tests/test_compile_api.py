@@ -58,6 +58,8 @@ SIG = "*fp32:16,*fp32:16,*fp32:16,i32:16"
         ("i1", ScalarType("int1"), 0),
         ("int32:16", int32, 16),
         ("**fp16", PointerType(PointerType(ScalarType("fp16"))), 0),
+        ("*fp8e4nv:16", PointerType(ScalarType("fp8e4nv")), 16),
+        ("*fp8e5", PointerType(ScalarType("fp8e5")), 0),
     ],
 )
 def test_entries_parse(text, ty, hint):
@@ -79,6 +81,7 @@ def test_entries_print_in_triton_names():
         ("*fp32:1", "integers only"),
         ("i1:16", "pointers and integers only"),
         ("", "empty signature entry"),
+        ("fp8e4nv", "fp8 arguments are arrays \\('\\*fp8e4nv'\\)"),
     ],
 )
 def test_bad_entries_are_clear_errors(text, message):

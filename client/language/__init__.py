@@ -37,6 +37,8 @@ from .core import (
     block_type,
     constexpr,
     dtype,
+    float8e4nv,
+    float8e5,
     float16,
     float32,
     float64,

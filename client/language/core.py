@@ -31,6 +31,8 @@ float16 = _t.float16
 bfloat16 = _t.bfloat16
 float32 = _t.float32
 float64 = _t.float64
+float8e4nv = _t.float8e4nv
+float8e5 = _t.float8e5
 pi32_t = pointer_type(int32)
 
 

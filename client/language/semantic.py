@@ -51,6 +51,9 @@ def _fits(value: bool | int | float, ty: _t.ScalarType) -> bool:
 
 def constant(value: bool | int | float, ty: _t.Type) -> tensor:
     scalar = _t.elem_of(ty)
+    if isinstance(scalar, _t.ScalarType) and scalar.is_fp8():
+        # The IR has no fp8 constants: an fp32 one, rounded (and saturated) as a cast rounds.
+        return cast(constant(value, _t.with_elem(ty, _t.float32)), scalar)
     if isinstance(scalar, _t.ScalarType):
         if scalar.is_floating():
             value = float(value)
@@ -99,6 +102,8 @@ def promote(a: _t.ScalarType, b: _t.ScalarType, div: bool = False) -> _t.ScalarT
         return _t.float64
     if a.is_fp32() or b.is_fp32():
         return _t.float32
+    if a.is_fp8() or b.is_fp8():
+        return _fp8_promote(a, b)
     if a.is_floating() or b.is_floating():
         if a.is_floating() and b.is_floating():
             return a if a == b else _t.float32
@@ -108,6 +113,19 @@ def promote(a: _t.ScalarType, b: _t.ScalarType, div: bool = False) -> _t.ScalarT
     if a.is_bool() and b.is_bool():
         return _t.int1
     return integer_promote(a, b)
+
+
+def _fp8_promote(a: _t.ScalarType, b: _t.ScalarType) -> _t.ScalarType:
+    """Triton's promotion with an fp8 operand (neither is fp32 or fp64): fp16 with fp16 or with the
+    other fp8 type, fp32 with bf16; arithmetic in fp8 itself (both one fp8 type, or fp8 with an
+    integer or a literal) does not exist, as in Triton."""
+    if a.is_fp16() or b.is_fp16() or (a.is_fp8() and b.is_fp8() and a != b):
+        return _t.float16
+    if a.is_bf16() or b.is_bf16():
+        return _t.float32
+    fp8 = a if a.is_fp8() else b
+    raise TypeError(f"arithmetic on {fp8} values is not supported (fp8 is a storage and tl.dot operand type): convert "
+                    "them to a wider float first, e.g. x.to(tl.float32), and back with .to() for the result")
 
 
 def _operand_type(x: Operand, other: Operand) -> _t.ScalarType:
@@ -185,17 +203,39 @@ def cast(x: Any, to: _t.ElemType, bitcast: bool = False, fp_downcast_rounding: s
             raise ValueError(f"cannot bitcast {src} ({src.primitive_bitwidth} bits) to {to} ({to.primitive_bitwidth} "
                              "bits); bitcast needs types of the same width, convert without bitcast=True instead")
         return tensor(b.value("bitcast", [x.handle], to=to))
+    if isinstance(src, _t.ScalarType) and isinstance(to, _t.ScalarType) and (src.is_fp8() or to.is_fp8()):
+        return _fp8_cast(x, src, to, fp_downcast_rounding)
     if isinstance(to, _t.ScalarType) and to.is_bool() and not src.is_ptr():
         zero = constant(0, _t.with_elem(x.type, src))
         return tensor(b.value("cmp", [x.handle, zero.handle], pred="ne"))
     if src.is_ptr() != to.is_ptr() and (to if src.is_ptr() else src) not in (_t.int64, _t.uint64):
         raise TypeError(f"pointers cast only to and from int64, not {to if src.is_ptr() else src}")
+    if fp_downcast_rounding is not None and fp_downcast_rounding not in ROUNDINGS:
+        raise ValueError(f"fp_downcast_rounding must be 'rtne' or 'rtz', got {fp_downcast_rounding!r}")
     attrs: dict[str, Any] = {"to": to}
     if fp_downcast_rounding is not None:
-        if fp_downcast_rounding not in ROUNDINGS:
-            raise ValueError(f"fp_downcast_rounding must be 'rtne' or 'rtz', got {fp_downcast_rounding!r}")
         attrs["rounding"] = fp_downcast_rounding
     return tensor(b.create("cast", [x.handle], attrs).result)
+
+
+_FP8_PARTNERS = ("fp16", "bf16", "fp32")  # the types a `cast` takes to and from fp8 directly
+
+
+def _fp8_cast(x: tensor, src: _t.ScalarType, to: _t.ScalarType, rounding: str | None) -> tensor:
+    """A conversion to or from fp8: directly to or from fp16, bf16 and fp32 (the GPU's `cvt`), through
+    fp32 from and to every other type. Rounding to fp8 is to nearest even, saturating at the largest
+    finite value (`cvt.rn.satfinite`)."""
+    if to.is_fp8() and rounding == "rtz":
+        raise ValueError(f"fp_downcast_rounding='rtz' is not available for {to}: the GPU converts to fp8 with "
+                         "round-to-nearest-even only (cvt.rn.satfinite); leave fp_downcast_rounding out")
+    if rounding is not None and rounding not in ROUNDINGS:
+        raise ValueError(f"fp_downcast_rounding must be 'rtne' or 'rtz', got {rounding!r}")
+    if (src.is_fp8() and to.name not in _FP8_PARTNERS) or (to.is_fp8() and src.name not in _FP8_PARTNERS):
+        return cast(cast(x, _t.float32), to, fp_downcast_rounding=None if to.is_fp8() else rounding)
+    attrs: dict[str, Any] = {"to": to}
+    if rounding is not None and src.primitive_bitwidth > to.primitive_bitwidth:
+        attrs["rounding"] = rounding
+    return tensor(builder().create("cast", [x.handle], attrs).result)
 
 
 def elementwise(name: str, *operands: tensor, **attrs: Any) -> tensor:

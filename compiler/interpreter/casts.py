@@ -2,8 +2,9 @@
 
 Float to integer truncates toward zero and saturates at the target's range, NaN giving 0
 (`cvt.rzi`); integer to integer wraps, extending by the source's signedness; float narrowing
-rounds to nearest even unless the `rounding` attribute says `rtz`; pointers convert to and
-from int64 addresses.
+rounds to nearest even unless the `rounding` attribute says `rtz`; rounding to fp8 saturates at
+its largest finite value (`cvt.rn.satfinite`, see `fp8`); pointers convert to and from int64
+addresses.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ import numpy as np
 
 from ..ir.core import Op
 from ..ir.types import ElemType, PointerType, ScalarType, elem_of
+from . import fp8
 from .core import State, rule
-from .values import Val, bf16_from_bits, bf16_to_bits, np_dtype, round_bf16, storage_dtype
+from .values import Val, from_bits, np_dtype, round_bf16, storage_dtype, to_bits
 
 
 def _float_to_int(x: np.ndarray, dst: ScalarType) -> np.ndarray:
@@ -37,6 +39,8 @@ def _toward_zero(r: np.ndarray, dst: ScalarType) -> np.ndarray:
 
 
 def _float_to_float(x: np.ndarray, dst: ScalarType, rounding: str | None) -> np.ndarray:
+    if dst.is_fp8():
+        return fp8.round_fp8(x, dst)
     out = round_bf16(x) if dst.is_bf16() else x.astype(np_dtype(dst))
     if rounding == "rtz" and dst.primitive_bitwidth < 64:
         wide = x.astype(np.float64)
@@ -76,6 +80,5 @@ def bitcast(st: State, op: Op) -> list[Val]:
     src, dst = elem_of(op.operands[0].type), op.attrs["to"]
     if src == dst or (isinstance(dst, ScalarType) and dst.is_bool()):
         return [x]
-    bits = bf16_to_bits(x) if isinstance(src, ScalarType) and src.is_bf16() else x
-    out = bits.view(storage_dtype(dst))
-    return [bf16_from_bits(out) if isinstance(dst, ScalarType) and dst.is_bf16() else out]
+    return [from_bits(to_bits(x, src).view(storage_dtype(dst)), dst)]
+

@@ -18,7 +18,7 @@ from ..ir.core import Op
 from ..ir.types import ElemType, PointerType, ScalarType, elem_of, shape_of
 from .core import State, rule
 from .memory_space import Buffer
-from .values import Ptr, Val, along_programs, bf16_from_bits, bf16_to_bits, broadcast_shape, np_dtype, storage_dtype
+from .values import Ptr, Val, along_programs, broadcast_shape, from_bits, np_dtype, storage_dtype, to_bits
 
 
 class Part(NamedTuple):
@@ -213,16 +213,15 @@ def _describe(st: State, shape: tuple[int, ...], lane: int) -> str:
 
 def from_storage(raw: np.ndarray, ety: ElemType) -> np.ndarray:
     if isinstance(ety, ScalarType):
-        if ety.is_bf16():
-            return bf16_from_bits(raw)
         if ety.is_bool():
             return raw != 0
+        return from_bits(raw, ety)
     return raw
 
 
 def to_storage(x: np.ndarray, ety: ElemType) -> np.ndarray:
-    if isinstance(ety, ScalarType) and ety.is_bf16():
-        return bf16_to_bits(x)
+    if isinstance(ety, ScalarType) and (ety.is_bf16() or ety.is_fp8()):
+        return to_bits(x, ety)
     return x.astype(storage_dtype(ety), copy=False)
 
 

@@ -8,7 +8,8 @@ leading dimension 1 is uniform across programs, `arange` is `(1, N)`, a `splat` 
 
 Element types map onto NumPy dtypes of the exact width, so integer arithmetic wraps as on the
 GPU. bf16 has no NumPy dtype: it is held as float32 rounded to bf16 after every op that
-produces it (`round_bf16`) and stored in memory as its upper 16 bits. Pointers are int64
+produces it (`round_bf16`) and stored in memory as its upper 16 bits; the fp8 types likewise, as
+float32 holding fp8 values, stored as their bit patterns (`fp8`). Pointers are int64
 addresses (see `memory`), or a lazy `Ptr` that `addptr` builds so that loads and stores can
 find their buffer without looking at every address.
 """
@@ -20,6 +21,8 @@ from typing import Any, TypeAlias
 import numpy as np
 
 from ..ir.types import ElemType, ScalarType, TileType, Type, shape_of
+from .fp8 import from_bits as fp8_values
+from .fp8 import to_bits as fp8_bits
 
 _DTYPES: dict[str, np.dtype] = {
     name: np.dtype(t)
@@ -37,11 +40,14 @@ _DTYPES: dict[str, np.dtype] = {
         "bf16": np.float32,
         "fp32": np.float32,
         "fp64": np.float64,
+        "fp8e4nv": np.float32,
+        "fp8e5": np.float32,
     }.items()
 }
 
 # How an element sits in memory, where that differs from how it is computed with.
-_STORAGE: dict[str, np.dtype] = {**_DTYPES, "int1": np.dtype(np.uint8), "bf16": np.dtype(np.uint16)}
+_STORAGE: dict[str, np.dtype] = {**_DTYPES, "int1": np.dtype(np.uint8), "bf16": np.dtype(np.uint16),
+                                 "fp8e4nv": np.dtype(np.uint8), "fp8e5": np.dtype(np.uint8)}
 _INT64 = np.dtype(np.int64)
 
 
@@ -53,7 +59,7 @@ def np_dtype(ty: ElemType) -> np.dtype:
 
 
 def storage_dtype(ty: ElemType) -> np.dtype:
-    """The dtype of `ty` in memory: bf16 as uint16 bits, int1 as one byte."""
+    """The dtype of `ty` in memory: bf16 as uint16 bits, fp8 as uint8 bits, int1 as one byte."""
     if isinstance(ty, ScalarType):
         return _STORAGE[ty.name]
     return _INT64
@@ -82,6 +88,24 @@ def bf16_to_bits(x: np.ndarray) -> np.ndarray:
 
 def bf16_from_bits(bits: np.ndarray) -> np.ndarray:
     return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32)
+
+
+def to_bits(x: np.ndarray, ty: ElemType) -> np.ndarray:
+    """Values of type `ty` as they lie in memory (bf16 and fp8 as their bit patterns)."""
+    if isinstance(ty, ScalarType) and ty.is_bf16():
+        return bf16_to_bits(x)
+    if isinstance(ty, ScalarType) and ty.is_fp8():
+        return fp8_bits(x, ty)
+    return x
+
+
+def from_bits(bits: np.ndarray, ty: ElemType) -> np.ndarray:
+    """Values of type `ty` from their bits in memory: `to_bits` undone."""
+    if isinstance(ty, ScalarType) and ty.is_bf16():
+        return bf16_from_bits(bits)
+    if isinstance(ty, ScalarType) and ty.is_fp8():
+        return fp8_values(bits, ty)
+    return bits
 
 
 def finish(x: np.ndarray, ty: ElemType) -> np.ndarray:

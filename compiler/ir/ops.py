@@ -15,7 +15,19 @@ from typing import Any
 
 from .attrs import Attr, attrs_error, enum, optional, required
 from .core import Block, IRError
-from .types import PointerType, ScalarType, TileType, Type, elem_of, int1, int32, shape_of, with_elem, with_shape
+from .types import (
+    PointerType,
+    ScalarType,
+    TileType,
+    Type,
+    elem_of,
+    float32,
+    int1,
+    int32,
+    shape_of,
+    with_elem,
+    with_shape,
+)
 
 Rule = Callable[[Sequence[Type], dict[str, Any], Sequence[Block]], list[Type]]
 
@@ -57,8 +69,17 @@ def _scalar_of(t: Type, name: str) -> ScalarType:
     return e
 
 
+def _numeric(t: Type, name: str) -> ScalarType:
+    """The element type of an arithmetic operand: any scalar but fp8, which only casts, moves and
+    `dot` take."""
+    e = _scalar_of(t, name)
+    if e.is_fp8():
+        raise IRError(f"'{name}' does not take {e} operands: fp8 values are cast to fp16, bf16 or fp32 first")
+    return e
+
+
 def _float(t: Type, name: str) -> Type:
-    if not _scalar_of(t, name).is_floating():
+    if not _numeric(t, name).is_floating():
         raise IRError(f"'{name}' needs a floating-point operand, got {t}")
     return t
 
@@ -103,7 +124,11 @@ def _yield_types(block: Block, name: str) -> list[Type]:
 
 def _constant(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
     _arity(t, 0, "constant")
-    return [_type_attr(a, "type")]
+    ty = _type_attr(a, "type")
+    e = elem_of(ty)
+    if isinstance(e, ScalarType) and e.is_fp8():
+        raise IRError(f"'constant' of {e}: the IR has no fp8 constants; cast an fp32 constant to {e}")
+    return [ty]
 
 
 def _grid_index(name: str) -> Rule:
@@ -216,6 +241,7 @@ INT_BINARY = ("floordiv", "and", "or", "xor", "shl", "shr", "umulhi")
 CMP_PREDICATES = ("eq", "ne", "lt", "le", "gt", "ge")
 NAN_MODES = ("none", "all")  # maximum/minimum: NaN operands ignored where possible, or propagated
 ROUNDINGS = ("rtne", "rtz")  # float downcasts
+FP8_CAST_PARTNERS = ("fp16", "bf16", "fp32")  # the types a `cast` takes to and from fp8
 
 
 def _unary(kind: str, name: str) -> Rule:
@@ -225,7 +251,7 @@ def _unary(kind: str, name: str) -> Rule:
             return [_float(t[0], name)]
         if kind == "int":
             return [_int(t[0], name)]
-        _scalar_of(t[0], name)
+        _numeric(t[0], name)
         return [t[0]]
 
     return rule
@@ -239,7 +265,7 @@ def _binary(kind: str, name: str) -> Rule:
             return [_float(ty, name)]
         if kind == "int":
             return [_int(ty, name)]
-        _scalar_of(ty, name)
+        _numeric(ty, name)
         return [ty]
 
     return rule
@@ -253,6 +279,8 @@ def _not(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]
 def _cmp(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
     _arity(t, 2, "cmp")
     ty = _same(t, "cmp")
+    if isinstance(elem_of(ty), ScalarType):
+        _numeric(ty, "cmp")
     return [with_elem(ty, int1)]
 
 
@@ -268,19 +296,32 @@ def _fma(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]
     return [_float(_same(t, "fma"), "fma")]
 
 
-def _cast(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
-    _arity(t, 1, "cast")
+def _converted(t: Sequence[Type], a: dict[str, Any], name: str) -> Type:
+    _arity(t, 1, name)
     to = _type_attr(a, "to")
     if not isinstance(to, (ScalarType, PointerType)):
-        raise IRError("'cast' target must be an element type")
+        raise IRError(f"'{name}' target must be an element type")
+    return to
+
+
+def _cast(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
+    to = _converted(t, a, "cast")
+    src = elem_of(t[0])
+    if isinstance(src, ScalarType) and isinstance(to, ScalarType) and src != to and (src.is_fp8() or to.is_fp8()):
+        other = to if src.is_fp8() else src
+        if other.name not in FP8_CAST_PARTNERS:
+            raise IRError(f"'cast' converts {src} to {to} through fp32: fp8 casts take only "
+                          f"{', '.join(FP8_CAST_PARTNERS)}")
+        if to.is_fp8() and a.get("rounding") == "rtz":
+            raise IRError(f"'cast' to {to} rounds to nearest even only, not 'rtz'")
     return [with_elem(t[0], to)]
 
 
 def _bitcast(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
-    out = _cast(t, a, r)
-    if elem_of(t[0]).primitive_bitwidth != elem_of(out[0]).primitive_bitwidth:
-        raise IRError(f"'bitcast' needs equal bit widths, got {elem_of(t[0])} and {elem_of(out[0])}")
-    return out
+    to = _converted(t, a, "bitcast")
+    if elem_of(t[0]).primitive_bitwidth != to.primitive_bitwidth:
+        raise IRError(f"'bitcast' needs equal bit widths, got {elem_of(t[0])} and {to}")
+    return [with_elem(t[0], to)]
 
 
 for _n in FLOAT_UNARY:
@@ -356,6 +397,8 @@ def _atomic_rmw(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> lis
         raise IRError(f"'atomic_rmw' takes a pointer, a value and an optional mask, got {len(t)} operands")
     if _pointee(t[0], "atomic_rmw") != t[1]:
         raise IRError(f"'atomic_rmw' value must be {_pointee(t[0], 'atomic_rmw')}, got {t[1]}")
+    if isinstance(elem_of(t[1]), ScalarType):
+        _numeric(t[1], "atomic_rmw")
     if len(t) == 3:
         _mask(t[0], t[2], "atomic_rmw")
     return [t[1]]
@@ -364,6 +407,8 @@ def _atomic_rmw(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> lis
 def _atomic_cas(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
     _arity(t, 3, "atomic_cas")
     out = _pointee(t[0], "atomic_cas")
+    if isinstance(elem_of(out), ScalarType):
+        _numeric(out, "atomic_cas")
     if t[1] != out or t[2] != out:
         raise IRError(f"'atomic_cas' compare and value must be {out}, got {t[1]}, {t[2]}")
     return [out]
@@ -392,6 +437,9 @@ def _dot(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]
         raise IRError(f"'dot' shapes do not agree: {list(sa)} @ {list(sb)} -> {list(sc)}")
     if elem_of(t[0]) != elem_of(t[1]):
         raise IRError(f"'dot' operands must share a dtype, got {elem_of(t[0])} and {elem_of(t[1])}")
+    ea, ec = elem_of(t[0]), elem_of(t[2])
+    if isinstance(ea, ScalarType) and ea.is_fp8() and ec != float32:
+        raise IRError(f"'dot' of {ea} operands accumulates in fp32, not {ec}")
     return [t[2]]
 
 

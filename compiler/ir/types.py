@@ -24,6 +24,8 @@ _SCALARS: dict[str, tuple[str, int, bool]] = {
     "bf16": ("float", 16, True),
     "fp32": ("float", 32, True),
     "fp64": ("float", 64, True),
+    "fp8e4nv": ("float", 8, True),
+    "fp8e5": ("float", 8, True),
 }
 
 SCALAR_NAMES: tuple[str, ...] = tuple(_SCALARS)
@@ -86,6 +88,11 @@ class ScalarType:
 
     def is_fp64(self) -> bool:
         return self.name == "fp64"
+
+    def is_fp8(self) -> bool:
+        """An 8-bit float: `fp8e4nv` (OCP e4m3fn) or `fp8e5` (e5m2). They are storage and `dot`
+        operand types: arithmetic needs a cast to a wider float first, as in Triton."""
+        return self.name in ("fp8e4nv", "fp8e5")
 
     def is_block(self) -> bool:
         return False
@@ -251,6 +258,8 @@ float16 = ScalarType("fp16")
 bfloat16 = ScalarType("bf16")
 float32 = ScalarType("fp32")
 float64 = ScalarType("fp64")
+float8e4nv = ScalarType("fp8e4nv")
+float8e5 = ScalarType("fp8e5")
 
 
 def parse_type(text: str) -> Type:

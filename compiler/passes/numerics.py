@@ -214,6 +214,8 @@ def compare(pred: str, a: Num, b: Num, ty: ScalarType) -> bool | None:
 
 def cast(x: Num, src: ScalarType, dst: ScalarType, rounding: str | None) -> Num | None:
     """`cast` as Triton lowers it: sext/zext/trunc, int1 zero-extends, float-to-int truncates."""
+    if src.is_fp8() or dst.is_fp8():
+        return None  # the IR has no fp8 constants to fold into
     if dst.is_bool():
         # The frontend writes `x != 0` for bools; a `cast` to int1 means whatever the backend makes of it.
         return x if src.is_bool() else None
@@ -232,6 +234,8 @@ def cast(x: Num, src: ScalarType, dst: ScalarType, rounding: str | None) -> Num 
 
 
 def bitcast(x: Num, src: ScalarType, dst: ScalarType) -> Num | None:
+    if src.is_fp8() or dst.is_fp8():
+        return None  # the IR has no fp8 constants to fold into
     bits = _to_bits(x, src)
     return None if bits is None else _from_bits(bits, dst)
 

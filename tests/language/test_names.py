@@ -25,10 +25,13 @@ TRITON_3_6_NAMES = (
     "where", "xor_sum", "zeros", "zeros_like",
 )
 
-_FP8 = "the tile IR has no 8-bit float types (fp8 loads, casts and dot_scaled need them first)"
+_FNUZ = "AMD's fnuz fp8 format (MI300); NVIDIA GPUs have no conversion or MMA for it, only e4m3fn and e5m2"
 NOT_SUPPORTED = {
-    "float8e4b15": _FP8, "float8e4nv": _FP8, "float8e4b8": _FP8, "float8e5": _FP8, "float8e5b16": _FP8,
-    "dot_scaled": _FP8,
+    "float8e4b15": "Triton's legacy e4m3 with bias 15, emulated in integer ops on every GPU; float8e4nv (OCP e4m3fn) "
+                   "is the format NVIDIA's cvt and wgmma take",
+    "float8e4b8": _FNUZ, "float8e5b16": _FNUZ,
+    "dot_scaled": "microscaled (mxfp8/mxfp4) products with per-block scales: Blackwell's block-scaled MMA, or an "
+                  "emulation that upcasts and scales, neither of which the backend has yet",
     "map_elementwise": "it runs a scalar function with control flow per element, which needs a scalar-region op the "
                        "IR lacks; elementwise @jit helpers on whole tiles do the same without branches",
     "condition": "Triton's `while tl.condition(c, disable_licm=...)` hint; despina's loop passes have no LICM switch",

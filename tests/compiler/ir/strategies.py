@@ -35,6 +35,7 @@ from despina.compiler.ir.verifier import NAME, SYMBOL
 
 SCALARS = [ScalarType(n) for n in SCALAR_NAMES]
 FLOATS = [t for t in SCALARS if t.is_floating()]
+ARITH = [t for t in SCALARS if not t.is_fp8()]  # what arithmetic, constants and atomics take
 INTS = [t for t in SCALARS if t.is_int()]
 SHAPES: list[tuple[int, ...]] = [(1,), (2,), (4,), (8,), (2, 2), (1, 4), (4, 1), (2, 4), (4, 2), (2, 2, 2), (1, 2, 4)]
 GROW_LIMIT = 64  # ops that make a tile larger take tiles of at most this many elements
@@ -120,6 +121,8 @@ class _Gen:
     def const(self, ty: Type) -> Value:
         elem = elem_of(ty)
         assert isinstance(elem, ScalarType)
+        if elem.is_fp8():  # the IR has no fp8 constants: an fp32 one, cast
+            return self.emit("cast", [self.const(with_elem(ty, float32))], {"to": elem}).result
         return self.emit("constant", [], {"value": self.draw(scalar_values(elem)), "type": ty}).result
 
     def value_of(self, ty: Type) -> Value:
@@ -156,7 +159,7 @@ class _Gen:
     # ---- ops without regions: each returns False when nothing in scope fits ----------------
 
     def g_constant(self, depth: int) -> bool:
-        elem = self.choice(SCALARS)
+        elem = self.choice(ARITH)
         self.const(self.choice([elem, TileType(self.choice(SHAPES), elem)]))
         return True
 
@@ -252,13 +255,13 @@ class _Gen:
         return True
 
     def arith_operand(self) -> Value | None:
-        """A value with scalar elements, floating-point ones half of the time when there are some."""
+        """A value with scalar elements (not fp8), floating-point ones half of the time when there are some."""
         v = (
-            self.pick(lambda v: isinstance(elem_of(v.type), ScalarType) and elem_of(v.type).is_floating())
+            self.pick(lambda v: elem_of(v.type) in FLOATS and elem_of(v.type) in ARITH)
             if self.flip()
             else None
         )
-        return v or self.pick(lambda v: isinstance(elem_of(v.type), ScalarType))
+        return v or self.pick(lambda v: elem_of(v.type) in ARITH)
 
     def g_unary(self, depth: int) -> bool:
         v = self.arith_operand()
@@ -304,9 +307,13 @@ class _Gen:
             same = [t for t in SCALARS if t.primitive_bitwidth == elem.primitive_bitwidth]
             self.emit("bitcast", [v], {"to": self.choice(same)})
         else:
-            attrs: dict[str, Any] = {"to": self.choice(SCALARS)}
+            partners = [ScalarType(n) for n in ops.FP8_CAST_PARTNERS]
+            to = self.choice(partners if elem.is_fp8() else SCALARS)
+            if to.is_fp8() and elem not in partners:
+                to = float32
+            attrs: dict[str, Any] = {"to": to}
             if self.flip():
-                attrs["rounding"] = self.choice(["rtne", "rtz", None])
+                attrs["rounding"] = self.choice(["rtne", None] if to.is_fp8() else ["rtne", "rtz", None])
             self.emit("cast", [v], attrs)
         return True
 
@@ -345,7 +352,7 @@ class _Gen:
 
     def g_atomic(self, depth: int) -> bool:
         p = self.pointers()
-        if p is None:
+        if p is None or elem_of(p.type).element_ty not in ARITH:
             return False
         value = self.value_of(_pointee(p))
         sem = {"sem": self.choice(ops.MEM_SEMANTICS), "scope": self.choice(ops.MEM_SCOPES)}
@@ -357,7 +364,7 @@ class _Gen:
 
     def g_dot(self, depth: int) -> bool:
         m, n, k = (self.choice([1, 2, 4]) for _ in range(3))
-        elem = self.choice([ScalarType("fp16"), ScalarType("fp32"), ScalarType("int8")])
+        elem = self.choice([ScalarType("fp16"), ScalarType("fp32"), ScalarType("int8"), ScalarType("fp8e4nv")])
         acc = ScalarType("int32") if elem.is_int() else ScalarType("fp32")
         a, b = self.value_of(TileType((m, k), elem)), self.value_of(TileType((k, n), elem))
         attrs = {"input_precision": self.choice(["ieee", "tf32", None])} if self.flip() else {}
@@ -432,11 +439,11 @@ class _Gen:
         return True
 
     def g_combine(self, depth: int) -> bool:
-        v = self.pick(lambda v: isinstance(v.type, TileType) and isinstance(v.type.element_ty, ScalarType))
+        v = self.pick(lambda v: isinstance(v.type, TileType) and v.type.element_ty in ARITH)
         if v is None:
             return False
         shape = shape_of(v.type)
-        operands = [v] + ([self.value_of(TileType(shape, self.choice(SCALARS)))] if self.flip() else [])
+        operands = [v] + ([self.value_of(TileType(shape, self.choice(ARITH)))] if self.flip() else [])
         scalars = [elem_of(x.type) for x in operands]
 
         def combine(block: Block) -> None:
