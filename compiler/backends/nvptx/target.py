@@ -42,14 +42,19 @@ class Target(NamedTuple):
 # Instructions that only some targets have: (lowest capability, whether only the architecture-specific
 # target `sm_90a` has them). LLVM aborts the whole process ("Cannot select") when asked for one of
 # them on another target, so the lowering refuses them first (`refused`).
-FEATURES: dict[str, tuple[int, bool]] = {"wgmma": (90, True), "setmaxnreg": (90, True), "tma": (90, False)}
+FEATURES: dict[str, tuple[int, bool]] = {"wgmma": (90, True), "setmaxnreg": (90, True), "tma": (90, False),
+                                         "fp8 conversion": (89, False)}
 
 # How each feature is spelled as an LLVM intrinsic or a PTX instruction (in inline assembly).
 _SPELLINGS = (
     ("wgmma", ("llvm.nvvm.wgmma.", "wgmma.")),
     ("setmaxnreg", ("llvm.nvvm.setmaxnreg.", "setmaxnreg.")),
     ("tma", ("llvm.nvvm.cp.async.bulk.tensor.", "cp.async.bulk.tensor.")),
+    ("fp8 conversion", ("cvt.rn.satfinite.e4m3x2.", "cvt.rn.satfinite.e5m2x2.", "cvt.rn.f16x2.e4m3x2",
+                        "cvt.rn.f16x2.e5m2x2")),
 )
+# What to do instead, where compiling for a newer target is not the only way.
+_INSTEAD = {"fp8 conversion": "; on an older GPU, convert to fp8 outside the kernel (torch's .to(torch.float8_e4m3fn))"}
 
 
 def refused(target: Target, code: str) -> str | None:
@@ -64,7 +69,7 @@ def refused(target: Target, code: str) -> str | None:
                 needs = "sm_90a (the architecture-specific target)" if specific else f"sm_{capability} or later"
                 return (
                     f"{feature} ({text}) needs {needs}, and this kernel is compiled for {target.arch}: "
-                    "compile for sm_90a (what a compute-capability-9.0 device gets by default)"
+                    "compile for sm_90a (what a compute-capability-9.0 device gets by default)" + _INSTEAD.get(feature, "")
                 )
     return None
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from ....ir.core import Op
-from ....ir.types import PointerType, ScalarType, elem_of, shape_of
+from ....ir.types import PointerType, ScalarType, elem_of, float32, shape_of
+from . import fp8
 from .context import Lowering
 from .registry import Regs, lowering
 from .types import const, f64, generic_ptr, i1, i8, i32, i64, void
@@ -51,6 +52,8 @@ def _printable(ctx: Lowering, elem: object, v: ir.Value, hex_: bool) -> tuple[st
     if hex_:
         word = b.bitcast(v, ir.IntType(bits)) if elem.is_floating() else v
         return f"0x%0{max(bits, 8) // 4}llx", b.zext(word, i64) if bits < 64 else word
+    if elem.is_fp8():
+        return "%f", b.fpext(fp8.convert(ctx, [v], elem, float32)[0], f64)
     if elem.is_floating():
         return "%f", b.fpext(v, f64) if v.type != f64 else v
     if bits == 64:

@@ -8,6 +8,7 @@ import llvmlite.ir as ir
 
 from ....ir.core import Op
 from ....ir.types import ElemType, PointerType, ScalarType, bfloat16, elem_of, float16, float32
+from . import fp8
 from .context import Lowering
 from .registry import Regs, lowering
 from .types import bf16, const, f32, i1, llvm_type
@@ -192,6 +193,8 @@ def cast_value(ctx: Lowering, x: ir.Value, src: ElemType, dst: ElemType, roundin
 def cast(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
     src, dst = elem_of(op.operands[0].type), op.attrs["to"]
     rounding = str(op.attrs.get("rounding") or "")
+    if isinstance(src, ScalarType) and isinstance(dst, ScalarType) and (src.is_fp8() or dst.is_fp8()):
+        return [fp8.convert(ctx, args[0], src, dst)]
     if src == float32 and dst in (float16, bfloat16) and rounding in ("", "rtne") and is_accumulator(ctx, op.operands[0]):
         return [truncate_pairs(ctx, args[0], dst)]
     return [[cast_value(ctx, x, src, dst, rounding) for x in args[0]]]

@@ -47,6 +47,8 @@ def llvm_type(elem: ElemType) -> ir.Type:
     """The register type of one element."""
     if isinstance(elem, PointerType):
         return gptr
+    if elem.is_fp8():
+        return i8  # bits, converted only by `fp8.convert`
     if elem.is_floating():
         return {"fp16": f16, "bf16": bf16, "fp32": f32, "fp64": f64}[elem.name]
     return ir.IntType(elem.primitive_bitwidth)
