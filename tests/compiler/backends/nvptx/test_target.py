@@ -15,7 +15,8 @@ import despina.language as tl  # noqa: E402
 
 @pytest.mark.parametrize(
     ("arch", "features"),
-    [("sm_80", set()), ("sm_89", set()), ("sm_90", {"tma"}), ("sm_90a", {"wgmma", "setmaxnreg", "tma"})],
+    [("sm_80", set()), ("sm_89", {"fp8 conversion"}), ("sm_90", {"tma", "fp8 conversion"}),
+     ("sm_90a", {"wgmma", "setmaxnreg", "tma", "fp8 conversion"})],
 )
 def test_features_of_each_target(arch: str, features: set[str]) -> None:
     assert {f for f in FEATURES if get_target(arch).has(f)} == features
@@ -29,6 +30,8 @@ def test_features_of_each_target(arch: str, features: set[str]) -> None:
         ("llvm.nvvm.cp.async.bulk.tensor.g2s.tile.2d", "tma"),
         ("{ .reg .pred p;\n setp.ne.b32 p, $2, 0;\n wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {$0}, $1; }", "wgmma"),
         ("@p setmaxnreg.dec.sync.aligned.u32 40;", "setmaxnreg"),
+        ("cvt.rn.satfinite.e4m3x2.f32 $0, $1, $2;", "fp8 conversion"),
+        ("cvt.rn.f16x2.e5m2x2 $0, $1;", "fp8 conversion"),
     ],
 )
 def test_a_feature_is_refused_where_missing_and_named(code: str, feature: str) -> None:
