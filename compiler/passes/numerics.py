@@ -233,6 +233,34 @@ def cast(x: Num, src: ScalarType, dst: ScalarType, rounding: str | None) -> Num 
     return t if wrap(t, dst) == t else None  # out of range is poison in LLVM, saturation in PTX
 
 
+# exponent bits, mantissa bits, largest finite value; fp8e5 is IEEE-like, fp8e4nv has no infinity
+_FP8: dict[str, tuple[int, int, float]] = {"fp8e4nv": (4, 3, 448.0), "fp8e5": (5, 2, 57344.0)}
+
+
+def fp8_bits(x: float, ty: ScalarType) -> int:
+    """The bits `cvt.rn.satfinite` gives for `x` in fp8 type `ty`: rounded to nearest even, beyond the
+    largest finite value (infinities too) that value with `x`'s sign, NaN 0x7F."""
+    if math.isnan(x):
+        return 0x7F
+    ebits, mbits, top = _FP8[ty.name]
+    bias = (1 << (ebits - 1)) - 1
+    sign = 0x80 if math.copysign(1.0, x) < 0 else 0
+    mag = min(abs(Fraction(x)) if math.isfinite(x) else Fraction(top), Fraction(top))
+    e = 1 - bias  # the subnormals' exponent, and the least normal one
+    while mag >= Fraction(2) ** (e + 1):
+        e += 1
+    quantum = Fraction(2) ** (e - mbits)
+    n, rest = divmod(mag, quantum)
+    if rest * 2 > quantum or (rest * 2 == quantum and n % 2 == 1):
+        n += 1
+    # n counts quanta from zero: the fields follow (a carry into the next binade is the next exponent)
+    if e == 1 - bias and n < 1 << mbits:
+        return sign | int(n)
+    if n == 2 << mbits:
+        n, e = Fraction(1 << mbits), e + 1
+    return sign | (e + bias) << mbits | (int(n) - (1 << mbits))
+
+
 def bitcast(x: Num, src: ScalarType, dst: ScalarType) -> Num | None:
     if src.is_fp8() or dst.is_fp8():
         return None  # the IR has no fp8 constants to fold into

@@ -4,14 +4,18 @@ per tile (Triton's AccelerateMatmul for MMA v3 and v2).
 
 The choice is recorded on the dot as its `engine` attribute, so that the GPU IR dump says
 which dots run on tensor cores and why the others do not.
+
+fp8 operands multiply on wgmma (`k32`, both operands K-major in shared memory) where it takes the
+dot; elsewhere `upcast_fp8_dots` converts them to fp16 in front of the dot (exact: every fp8 value
+is an fp16 one), which then takes the fp16 path, as Triton does on GPUs without fp8 MMA.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...ir.core import Function, Op, Value
-from ...ir.types import ScalarType, elem_of, shape_of
+from ...ir.core import Block, Function, Op, Value
+from ...ir.types import ScalarType, elem_of, float16, shape_of, with_elem
 from . import wgmma
 from .mma import Mma, MmaOperand, warps_per_tile_v2
 
@@ -87,38 +91,81 @@ def _fed_dots(fn: Function, dot: Op) -> list[Op]:
     return fed
 
 
-def _wgmma(fn: Function, op: Op, num_warps: int) -> DotPlan | str:
-    """The wgmma plan of `op`, or why wgmma does not take it."""
+def _wgmma_fit(fn: Function, op: Op, num_warps: int) -> tuple[int, tuple[int, int]] | str:
+    """wgmma's N and warps per tile for `op`, or why wgmma does not take it."""
     a, c = elem_of(op.operands[0].type), elem_of(op.operands[2].type)
     assert isinstance(a, ScalarType) and isinstance(c, ScalarType)
-    if not ((a.is_fp16() or a.is_bf16()) and c.is_fp32()):
-        return f"wgmma takes fp16 and bf16 into fp32 here, not {a} into {c}"
+    if not ((a.is_fp16() or a.is_bf16() or a.is_fp8()) and c.is_fp32()):
+        return f"wgmma takes fp16, bf16 and fp8 into fp32 here, not {a} into {c}"
+    if len(shape_of(op.result.type)) != 2:
+        return "batched (3-D) dot: wgmma lowering covers 2-D tiles"
     if _feeds_a_dot(fn, op):
         return "chained dots (attention) keep mma.sync until wgmma takes A from registers"
     m, n = shape_of(op.result.type)
-    found = wgmma.fit(m, n, shape_of(op.operands[0].type)[1], num_warps)
+    return wgmma.fit(m, n, shape_of(op.operands[0].type)[1], num_warps, wgmma.instr_k(a.itemsize))
+
+
+def _wgmma(fn: Function, op: Op, num_warps: int) -> tuple[str, DotPlan] | str:
+    """The engine and wgmma plan of `op`, or why wgmma does not take it."""
+    found = _wgmma_fit(fn, op, num_warps)
     if isinstance(found, str):
         return found
     width, warps = found
-    op.attrs["engine"] = f"wgmma.m64n{width}k16"
-    return DotPlan(Mma(3, warps, (16, width)), 2)
+    a = elem_of(op.operands[0].type)
+    k = wgmma.instr_k(a.itemsize)
+    return f"wgmma.m64n{width}k{k}", DotPlan(Mma(3, warps, (16, width)), k // 8)
 
 
 def plan_dot(fn: Function, op: Op, num_warps: int, has_wgmma: bool = False) -> DotPlan | None:
     """The MMA plan of `op` (recorded as its `engine` attribute), or None for the FMA path. With
     `has_wgmma` (the target is sm_90a) a dot that wgmma takes goes there; one it does not take
-    says why in its engine."""
+    says why in its engine, as does one whose fp8 operands `upcast_fp8_dots` converted."""
+    upcast = op.attrs.pop("engine", None)
+    engine, plan = _plan(fn, op, num_warps, has_wgmma)
+    op.attrs["engine"] = engine + (f" ({upcast})" if upcast else "")
+    return plan
+
+
+def _plan(fn: Function, op: Op, num_warps: int, has_wgmma: bool) -> tuple[str, DotPlan | None]:
     kind = instruction(op)
-    if isinstance(kind, str):
-        op.attrs["engine"] = f"fma: {kind}"
-        return None
+    if isinstance(kind, str) and not _is_fp8(op):
+        return f"fma: {kind}", None
     not_wgmma = ""
     if has_wgmma:
-        plan = _wgmma(fn, op, num_warps)
-        if not isinstance(plan, str):
-            return plan
-        not_wgmma = f" (not wgmma: {plan})"
+        found = _wgmma(fn, op, num_warps)
+        if not isinstance(found, str):
+            return found
+        not_wgmma = f" (not wgmma: {found})"
+    assert not isinstance(kind, str), "fp8 dots that wgmma does not take have fp16 operands (upcast_fp8_dots)"
     m, n = shape_of(op.result.type)
     warps = (num_warps, 1) if _chained(fn, op) else warps_per_tile_v2(m, n, num_warps)
-    op.attrs["engine"] = f"mma.sync.{kind[0]}{not_wgmma}"
-    return DotPlan(Mma(2, warps), kind[1])
+    return f"mma.sync.{kind[0]}{not_wgmma}", DotPlan(Mma(2, warps), kind[1])
+
+
+def _is_fp8(dot: Op) -> bool:
+    a = elem_of(dot.operands[0].type)
+    return isinstance(a, ScalarType) and a.is_fp8()
+
+
+def upcast_fp8_dots(fn: Function, num_warps: int, has_wgmma: bool) -> None:
+    """Convert the fp8 operands of each dot that wgmma does not take to fp16, in front of the dot (in
+    place), and note why in its `engine`: the dot then takes the fp16 path."""
+    _upcast_block(fn, fn.body, num_warps, has_wgmma)
+
+
+def _upcast_block(fn: Function, block: Block, num_warps: int, has_wgmma: bool) -> None:
+    ops: list[Op] = []
+    for op in block.ops:
+        for region in op.regions:
+            _upcast_block(fn, region, num_warps, has_wgmma)
+        if op.name == "dot" and _is_fp8(op):
+            found = _wgmma_fit(fn, op, num_warps) if has_wgmma else "no fp8 MMA on this target (fp8 wgmma needs sm_90a)"
+            if isinstance(found, str):
+                for i in (0, 1):
+                    v = op.operands[i]
+                    cast = Op("cast", [v], [with_elem(v.type, float16)], {"to": float16}, loc=op.loc)
+                    ops.append(cast)
+                    op.operands[i] = cast.result
+                op.attrs["engine"] = f"fp8 operands upcast to fp16: {found}"
+        ops.append(op)
+    block.ops = ops

@@ -26,7 +26,7 @@ from ...ir.registry import OpRegistry
 from ...ir.types import PointerType, TileType, elem_of, shape_of
 from ...passes.rewrite import Subst, replace_results, rewrite_block
 from ..errors import BackendError, op_error
-from .accelerate import DotPlan, plan_dot
+from .accelerate import DotPlan, plan_dot, upcast_fp8_dots
 from .axis import AxisAnalysis
 from .clone import clone_function
 from .coalesce import private_addresses
@@ -452,6 +452,7 @@ def assign_layouts(module: Module, num_warps: int, has_wgmma: bool = False) -> G
     log2(num_warps)
     fn = clone_function(module.kernel)
     accumulate_dot_adds(fn)
+    upcast_fp8_dots(fn, num_warps, has_wgmma)
     private_addresses(fn)
     axis = AxisAnalysis(module.attrs, fn)
     assigner = _Assigner(fn, axis, num_warps, has_wgmma)

@@ -30,6 +30,8 @@ def _cheap(op: Op) -> bool:
     if op.name not in _CHEAP or op.regions or len(op.results) != 1 or not isinstance(op.result.type, TileType):
         return False
     elem = elem_of(op.result.type)
+    if isinstance(elem, ScalarType) and elem.is_fp8() and op.name == "splat":
+        return True  # how an fp8 constant tile looks (`other=0.0`): the IR has no fp8 constants
     return op.name == "constant" or not (isinstance(elem, ScalarType) and elem.is_floating())
 
 

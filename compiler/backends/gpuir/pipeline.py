@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...ir.core import Block, Function, Op, Value
-from ...ir.types import ScalarType, TileType, elem_of
+from ...ir.types import ScalarType, TileType, elem_of, float8e4nv, float8e5
 from .access import access_dim, access_width
 from .assign import CONVERT, GpuFunction
 from .mma import Mma, MmaOperand
@@ -100,7 +100,13 @@ def _users(fn: Function) -> dict[Value, list[Op]]:
 
 
 def _is_zero(v: Value) -> bool:
+    """Whether `v` is a zero constant, or an fp8 zero (the cast of one, maybe splat: the IR has no fp8
+    constants), all of whose bits are zero."""
     owner = v.owner
+    if isinstance(owner, Op) and owner.name == "splat" and elem_of(v.type) in (float8e4nv, float8e5):
+        return _is_zero(owner.operands[0])
+    if isinstance(owner, Op) and owner.name == "cast" and owner.attrs["to"] in (float8e4nv, float8e5):
+        return _is_zero(owner.operands[0])
     return isinstance(owner, Op) and owner.name == "constant" and owner.attrs.get("value") in (0, 0.0, False)
 
 
@@ -121,8 +127,9 @@ def _async_load(gpu: GpuFunction, op: Op, users: dict[Value, list[Op]]) -> Async
     ptr, mask = op.operands[0], (op.operands[1] if len(op.operands) > 1 else None)
     if len(op.operands) > 2 and not _is_zero(op.operands[2]):
         return "its `other` is not zero (cp.async fills masked elements with zeros)"
-    shared = operand_shared(gpu.layout(op.result), enc.op_idx, elem.itemsize)
-    if enc.parent.version == 3:
+    wgmma = enc.parent.version == 3
+    shared = operand_shared(gpu.layout(op.result), enc.op_idx, elem.itemsize, k_major=wgmma and elem.itemsize == 1)
+    if wgmma:
         shared = shared.atoms()
     vec = access_width(gpu, ptr, mask)
     if vec * elem.itemsize not in _COPY_BYTES or (vec > 1 and access_dim(gpu, ptr) != shared.order[0]):

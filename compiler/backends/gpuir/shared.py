@@ -82,12 +82,13 @@ def operand_swizzle(shape: tuple[int, int], order: tuple[int, int], elem_bytes: 
     return SwizzledShared(vec, per_phase, max_phase, order)
 
 
-def operand_shared(src: LinearLayout, op_idx: int, elem_bytes: int) -> SwizzledShared:
+def operand_shared(src: LinearLayout, op_idx: int, elem_bytes: int, k_major: bool = False) -> SwizzledShared:
     """Where a tensor-core operand (0 = A, 1 = B) held in registers of layout `src` is staged in
     shared memory: contiguous along the dimension its registers walk in the longest vectors (K on
-    ties), so that each thread writes whole 16-byte vectors, swizzled for `ldmatrix`."""
+    ties), so that each thread writes whole 16-byte vectors, swizzled for `ldmatrix`; along K
+    whatever the registers with `k_major` (wgmma reads 8-bit operands K-major only)."""
     kdim = 1 if op_idx == 0 else 0
     other = 1 - kdim
-    contig = other if src.contiguous_regs(other) > src.contiguous_regs(kdim) else kdim
+    contig = other if src.contiguous_regs(other) > src.contiguous_regs(kdim) and not k_major else kdim
     shape = (src.shape[0], src.shape[1])
     return operand_swizzle(shape, (contig, 1 - contig), elem_bytes)

@@ -47,14 +47,20 @@ def warps_per_tile_v3(m: int, num_warps: int) -> tuple[int, int]:
     return wm, wn
 
 
-def fit(m: int, n: int, k: int, num_warps: int) -> tuple[int, tuple[int, int]] | str:
-    """The instruction's N and the warps per tile for an m x n x k dot, or why wgmma does not take it."""
+def instr_k(elem_bytes: int) -> int:
+    """K of one instruction: 32 bytes of each row of A (16 for 16-bit types, 32 for fp8)."""
+    return 32 // elem_bytes
+
+
+def fit(m: int, n: int, k: int, num_warps: int, k_step: int = INSTR_K) -> tuple[int, tuple[int, int]] | str:
+    """The instruction's N and the warps per tile for an m x n x k dot whose instruction takes `k_step`
+    of K, or why wgmma does not take it."""
     if num_warps % 4:
         return f"num_warps={num_warps} is not whole warpgroups of 4"
     if m % INSTR_M:
         return f"BLOCK_M={m} is not a multiple of {INSTR_M} (one warpgroup's rows)"
-    if k % INSTR_K:
-        return f"BLOCK_K={k} is not a multiple of {INSTR_K}"
+    if k % k_step:
+        return f"BLOCK_K={k} is not a multiple of {k_step}"
     width = instr_n(m, n, num_warps)
     wm, wn = warps_per_tile_v3(m, num_warps)
     if 16 * wm > m or width * wn > n or width < MIN_N:

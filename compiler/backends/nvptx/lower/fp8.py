@@ -10,7 +10,8 @@ rounding to nearest even, a value beyond the largest finite one (an infinity too
 with its sign, NaN staying NaN; bf16 goes through f32 both ways, and f32 comes from f16 (each step
 exact, so one rounding in all). Older targets widen fp8 in integer arithmetic (exact: e5m2 is the
 upper byte of an fp16; e4m3 shifted into an fp16's fields is its value times 2^-8) and refuse the
-narrowing, which they have no instruction for.
+narrowing, which they have no instruction for, except of constants (a load's `other=0.0`), which
+are converted here, on every target.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from collections.abc import Callable
 import llvmlite.ir as ir
 
 from ....ir.types import ScalarType
+from ....passes.numerics import fp8_bits
 from .context import Lowering
 from .registry import Regs
 from .types import bf16, const, f16, f32, i8, i16, i32
@@ -36,6 +38,8 @@ def convert(ctx: Lowering, regs: Regs, src: ScalarType, dst: ScalarType) -> Regs
             return half
         wide = [ctx.b.fpext(h, f32) for h in half]
         return wide if dst.is_fp32() else [ctx.b.fptrunc(w, bf16) for w in wide]
+    if all(isinstance(r, ir.Constant) for r in regs):
+        return [const(i8, fp8_bits(float(r.constant), dst)) for r in regs]
     if src.is_bf16():
         regs = [ctx.b.fpext(r, f32) for r in regs]
     return _pairs(ctx, regs, lambda lo, hi: _narrow(ctx, lo, hi, dst))

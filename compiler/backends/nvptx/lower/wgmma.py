@@ -1,8 +1,9 @@
-"""`dot` on wgmma (sm_90a): one `wgmma.mma_async.m64nNk16` per warpgroup tile of the result and K
-step of 16, both operands read from shared memory through descriptors (`gpuir/wgmma.py`).
+"""`dot` on wgmma (sm_90a): one `wgmma.mma_async.m64nNk16` (`k32` for fp8) per warpgroup tile of the
+result and K step, both operands read from shared memory through descriptors (`gpuir/wgmma.py`).
 
     wgmma.fence                        the accumulator's registers are ready
     per K step, per 64xN tile:         wgmma.mma_async {acc}, descA, descB, 1, 1, 1, tA, tB
+                                       (fp8: no tA, tB; both operands are K-major)
     wgmma.commit_group
     wgmma.wait_group 0                 or 1 for an asynchronous dot of a pipelined loop, whose
                                        loop ends with wait_group 0 (`settle`)
@@ -27,7 +28,7 @@ from ...gpuir import CONVERT
 from ...gpuir.mma import Mma
 from ...gpuir.pipeline import LoopPipeline
 from ...gpuir.shared import operand_shared
-from ...gpuir.wgmma import INSTR_K, descriptor, operand_strides, swizzle_bytes
+from ...gpuir.wgmma import descriptor, instr_k, operand_strides, swizzle_bytes
 from .context import Lowering
 from .ldmatrix import SharedOperand, swizzled_offset
 from .registry import Regs
@@ -143,10 +144,11 @@ def _stage(ctx: Lowering, stack: ExitStack, op: Op, i: int) -> SharedOperand:
     if isinstance(value.owner, Op) and value.owner.name == CONVERT:
         value = value.owner.operands[0]
     elem, ll, regs = elem_of(value.type), ctx.layout(value), ctx.get(value)
+    size = elem.itemsize
     shape = (ll.shape[0], ll.shape[1])
-    swz = operand_shared(ll, i, 2).atoms()
+    swz = operand_shared(ll, i, size, k_major=size == 1).atoms()
     contig, rows = swz.order
-    buffer = stack.enter_context(ctx.scratch(numel(shape) * 2, 1024))
+    buffer = stack.enter_context(ctx.scratch(numel(shape) * size, 1024))
     for group in vector_groups(ll, elem, dim=contig):
         idx = ctx.index(ll, group[0])
         store_elems(ctx, elem, swizzled_offset(ctx, swz, shape, idx[rows], idx[contig]), [regs[r] for r in group], buffer)
@@ -158,8 +160,9 @@ def _descriptor(ctx: Lowering, operand: SharedOperand, index: tuple[ir.Value, ir
     """The descriptor of the operand's instruction tile whose first element is at `index`."""
     b = ctx.b
     shape = (operand.layout.shape[0], operand.layout.shape[1])
-    lead, stride, _ = operand_strides(operand.shared, shape, operand.op_idx, 2)
-    fixed = descriptor(0, lead, stride, swizzle_bytes(operand.shared, 2))
+    size = operand.elem.itemsize
+    lead, stride, _ = operand_strides(operand.shared, shape, operand.op_idx, size)
+    fixed = descriptor(0, lead, stride, swizzle_bytes(operand.shared, size))
     contig, rows = operand.shared.order
     offset = swizzled_offset(ctx, operand.shared, shape, index[rows], index[contig])
     ptr = b.gep(operand.base, [offset], source_etype=llvm_type(operand.elem))
@@ -192,14 +195,19 @@ def _instruction(
 ) -> list[ir.Value]:
     count = n // 2
     regs = ", ".join(f"${j}" for j in range(count))
+    fp8 = kind in ("e4m3", "e5m2")  # K-major operands only: the instruction has no transpose flags
+    flags = "" if fp8 else f", {tnsp[0]}, {tnsp[1]}"
     text = (
         f"{{\n.reg .pred p;\nsetp.ne.b32 p, ${count + 2}, 0;\n"
-        f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{kind}.{kind} {{{regs}}}, ${count}, ${count + 1}, p, 1, 1, "
-        f"{tnsp[0]}, {tnsp[1]};\n}}"
+        f"wgmma.mma_async.sync.aligned.m64n{n}k{32 if fp8 else 16}.f32.{kind}.{kind} {{{regs}}}, ${count}, "
+        f"${count + 1}, p, 1, 1{flags};\n}}"
     )
     constraints = ",".join(["=f"] * count + ["l", "l", "r"] + [str(j) for j in range(count)])
     res = ctx.asm(ir.LiteralStructType([f32] * count), text, constraints, [da, db, scale_d, *acc], side_effect=True)
     return [ctx.b.extract_value(res, j) for j in range(count)]
+
+
+_KINDS = {"fp16": "f16", "bf16": "bf16", "fp8e4nv": "e4m3", "fp8e5": "e5m2"}  # the instruction's operand types
 
 
 def is_async(ctx: Lowering, op: Op) -> bool:
@@ -211,7 +219,7 @@ def wgmma_dot(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
     assert isinstance(acc, Mma) and acc.version == 3
     a_elem = elem_of(op.operands[0].type)
     assert isinstance(a_elem, ScalarType)
-    kind = "bf16" if a_elem.is_bf16() else "f16"
+    kind = _KINDS[a_elem.name]
     c_ll = ctx.layout(op.operands[2])
     n = acc.instr_shape[1]
     per_instr = n // 2
@@ -228,11 +236,14 @@ def wgmma_dot(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
         if any(staged):
             ctx.call("llvm.nvvm.fence.proxy.async.shared_cta", void, [])
             ctx.barrier()
-        tnsp = tuple(int(operand_strides(s.shared, (s.layout.shape[0], s.layout.shape[1]), s.op_idx, 2)[2]) for s in (a, bv))
+        tnsp = tuple(int(operand_strides(s.shared, (s.layout.shape[0], s.layout.shape[1]), s.op_idx, a_elem.itemsize)[2])
+                     for s in (a, bv))
+        if a_elem.is_fp8() and any(tnsp):
+            raise ValueError(f"wgmma reads {a_elem} operands K-major only, and an operand is M- or N-major")
         ctx.call("llvm.nvvm.wgmma.fence.sync.aligned", void, [])
         first = ctx.scale_d.get(op)
         scale_first = const(i32, 1) if first is None else b.zext(first, i32)
-        for k0 in range(0, a.layout.shape[1], INSTR_K):
+        for k0 in range(0, a.layout.shape[1], instr_k(a_elem.itemsize)):
             k = const(i32, k0)
             for r0 in range(0, c_ll.num_regs, per_instr):
                 m_s, n_s = c_ll.reg_index(r0)

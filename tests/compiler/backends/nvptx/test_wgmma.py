@@ -112,7 +112,7 @@ def fp16_acc_kernel(a_ptr, b_ptr, c_ptr, BM: tl.constexpr, BN: tl.constexpr, BK:
 
 def test_fp16_accumulators_stay_on_mma_sync_and_say_why() -> None:
     k = despina.compile(fp16_acc_kernel, "*fp16:16,*fp16:16,*fp16:16", {"BM": 64, "BN": 64, "BK": 64}, target="sm_90a")
-    assert "(not wgmma: wgmma takes fp16 and bf16 into fp32 here, not fp16 into fp16)" in _dot_line(k)
+    assert "(not wgmma: wgmma takes fp16, bf16 and fp8 into fp32 here, not fp16 into fp16)" in _dot_line(k)
 
 
 def test_a_wgmma_plan_lowered_for_plain_sm_90_is_a_clear_error() -> None:
