@@ -253,7 +253,16 @@ def dot(input: Any, other: Any, acc: Any = None, input_precision: Any = None, al
         if c.shape != shape:
             raise ValueError(f"dot: acc has shape {list(c.shape)} but the product of {list(a.shape)} and {list(b.shape)} "
                              f"has {list(shape)}; pass an accumulator of the product's shape")
+    if elem.is_fp8() and c.dtype != _t.float32:
+        raise TypeError(f"dot of {elem} tiles accumulates in fp32, not {c.dtype}: pass an fp32 acc (the default "
+                        "out_dtype) and convert the result with .to() afterwards")
     attrs: dict[str, Any] = {"input_precision": precision}
     if unwrap(max_num_imprecise_acc) is not None:
         attrs["max_num_imprecise_acc"] = int(unwrap(max_num_imprecise_acc))
+        k = a.shape[-1]
+        if elem.is_fp8() and attrs["max_num_imprecise_acc"] != k:
+            raise ValueError(f"max_num_imprecise_acc={attrs['max_num_imprecise_acc']} for an fp8 dot with K={k}: only "
+                             f"K ({k}) is supported, the tensor cores accumulating the whole K of each dot in their "
+                             "own precision (Triton's default on sm_90); leave it out, or split the dot along K and "
+                             "add the products in fp32")
     return tensor(builder().create("dot", [a.handle, b.handle, c.handle], attrs).result)

@@ -60,3 +60,29 @@ def test_fp8_promotes_as_in_triton(trace):
     for x, y, want in ((E4, F16, "fp16"), (E4, E5, "fp16"), (E5, np.zeros(16, np.float32), "fp32")):
         ops = [op for op in trace(promote_kernel, x, y, np.zeros(16, np.float32)).kernel.body.walk() if op.name == "add"]
         assert [str(op.result.type) for op in ops] == [f"tile<16x{want}>"]
+
+
+@despina.jit
+def imprecise_kernel(x_ptr, out_ptr, ACC: tl.constexpr):
+    offs = tl.arange(0, 16)
+    a = tl.load(x_ptr + offs[:, None] * 16 + offs[None, :])
+    c = tl.dot(a, a, max_num_imprecise_acc=ACC)  # E:imprecise
+    tl.store(out_ptr + offs[:, None] * 16 + offs[None, :], c)
+
+
+@despina.jit
+def fp8_acc_kernel(x_ptr, out_ptr):
+    offs = tl.arange(0, 16)
+    a = tl.load(x_ptr + offs[:, None] * 16 + offs[None, :])
+    c = tl.dot(a, a, out_dtype=tl.float16)  # E:fp8acc
+    tl.store(out_ptr + offs[:, None] * 16 + offs[None, :], c)
+
+
+def test_fp8_dot_options(trace):
+    x = despina.reinterpret(np.zeros(256, np.uint8), tl.float8e4nv)
+    out = np.zeros(256, np.float32)
+    expect(compile_error(trace, imprecise_kernel, x, out, ACC=8), "imprecise_kernel", "imprecise", "tl.dot",
+           "max_num_imprecise_acc=8 for an fp8 dot with K=16: only K (16) is supported", "leave it out")
+    trace(imprecise_kernel, x, out, ACC=16)
+    expect(compile_error(trace, fp8_acc_kernel, x, np.zeros(256, np.float16)), "fp8_acc_kernel", "fp8acc", "tl.dot",
+           "dot of fp8e4nv tiles accumulates in fp32, not fp16")
