@@ -31,10 +31,18 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from gpu_dot import INT8_CONFIGS, MATMUL_CONFIGS, MATMUL_HEADER, TF32_CONFIGS, attention, matmul  # noqa: E402
+from gpu_dot import (  # noqa: E402
+    FP8_CONFIGS,
+    INT8_CONFIGS,
+    MATMUL_CONFIGS,
+    MATMUL_HEADER,
+    TF32_CONFIGS,
+    attention,
+    matmul,
+)
 from timing import ROUNDS, Cell, safe, side_by_side  # noqa: E402
 
-__all__ = ["INT8_CONFIGS", "MATMUL_CONFIGS", "TF32_CONFIGS", "load_kernels"]  # what the CPU tests trace
+__all__ = ["FP8_CONFIGS", "INT8_CONFIGS", "MATMUL_CONFIGS", "TF32_CONFIGS", "load_kernels"]  # what the CPU tests trace
 
 
 def load_kernels(flavor: str, workdir: Path) -> ModuleType:

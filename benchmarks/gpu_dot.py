@@ -1,5 +1,6 @@
 """The tensor-core tables of benchmarks/gpu.py: the tutorial matmul on fp16, bf16, tf32 (fp32 operands,
-Triton's default `input_precision`) and int8 (int32 accumulation), and the tutorial-06 attention
+Triton's default `input_precision`), int8 (int32 accumulation) and fp8 e4m3 (fp32 accumulation, B
+K-major as fp8 wgmma reads it), and the tutorial-06 attention
 forward pass (examples/flash_attention.py, as benchmarks/tutorial_figures.py runs it), each compiled by
 Despina and by Triton from the same source, beside PyTorch's own operation.
 
@@ -23,10 +24,13 @@ HERE = Path(__file__).resolve().parent
 MATMUL_CONFIGS = [(128, 128, 64, 8, 3), (128, 256, 64, 8, 3), (128, 128, 64, 8, 4), (128, 256, 64, 8, 4)]
 TF32_CONFIGS = [(128, 128, 32, 8, 3), (128, 256, 32, 8, 3)]
 INT8_CONFIGS = [(128, 128, 64, 8, 3), (128, 256, 64, 8, 3)]
+FP8_CONFIGS = [(128, 256, 64, 8, 3), (128, 128, 64, 8, 3)]
 # (batch, heads, sequence, head dim) and (BLOCK_M, BLOCK_N, num_warps, num_stages)
 ATTENTION_CASES = [((4, 32, 2048, 64), (128, 64, 8, 3)), ((4, 32, 4096, 128), (128, 64, 8, 3))]
 MATMUL_HEADER = ["config", "despina", "triton", "torch", "regs", "spills", "triton regs", "triton spills"]
-STRIDES = ",i32:16,i32:16,i32:16,i32:16,i32:1,i32:16,i32:1,i32:16,i32:1"  # M, N, K, then (row, 1) strides
+# M, N, K, then the strides: A and C row-major, B row-major (N-major) or column-major (K-major)
+STRIDES = ",i32:16,i32:16,i32:16,i32:16,i32:1,i32:16,i32:1,i32:16,i32:1"
+K_MAJOR_B_STRIDES = ",i32:16,i32:16,i32:16,i32:16,i32:1,i32:1,i32:16,i32:16,i32:1"
 
 
 def despina_resources(kernel: Any, signature: str, constexprs: dict[str, Any], warps: int,
@@ -63,13 +67,14 @@ def matmul_row(kernels: dict[str, ModuleType], kernel: str, label: str, inputs: 
 
     a, b, like = inputs
     size = a.shape[0]
+    k_major = b.stride(0) == 1
     bm, bn, bk, warps, stages = config
     grid = (math.ceil(size / bm), math.ceil(size / bn))
     cells: list[Cell] = []
     for name in ("despina", "triton"):
         out = torch.empty_like(like)
         k = getattr(kernels[name], kernel)
-        cells.append((lambda k=k, out=out: k[grid](a, b, out, size, size, size, size, 1, size, 1, size, 1,
+        cells.append((lambda k=k, out=out: k[grid](a, b, out, size, size, size, size, 1, *b.stride(), size, 1,
                                                   BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=warps,
                                                   num_stages=stages),
                       lambda out=out: check(out)))
@@ -77,7 +82,8 @@ def matmul_row(kernels: dict[str, ModuleType], kernel: str, label: str, inputs: 
     times = side_by_side(cells, lambda ms: 2 * size**3 / ms * 1e-9, rounds)
     constexprs = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}
     return [f"{label} {size}^3 {bm}x{bn}x{bk} w{warps} s{stages}", *times,
-            *despina_resources(getattr(kernels["despina"], kernel), signature + STRIDES, constexprs, warps, stages),
+            *despina_resources(getattr(kernels["despina"], kernel), signature + (K_MAJOR_B_STRIDES if k_major else STRIDES),
+                               constexprs, warps, stages),
             *triton_resources(cells)]
 
 
@@ -85,7 +91,8 @@ def matmul(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
     """The tutorial matmul, TFLOP/s (TOP/s for int8). Triton's tensor-core path is mma.sync when
     DISABLE_MMA_V3=1 is set (the sm_80 comparison), wgmma otherwise. fp16 and bf16 store fp16; tf32
     (fp32 operands, the kernel unchanged: tf32 is the default precision of both) stores fp16 beside
-    torch.matmul with TF32 allowed; int8 accumulates and stores int32, beside torch._int_mm."""
+    torch.matmul with TF32 allowed; int8 accumulates and stores int32, beside torch._int_mm; fp8 e4m3
+    (8192^3) stores fp16 beside torch._scaled_mm with unit scales (cuBLASLt's fp8 GEMM)."""
     import torch
 
     rounds = 1 if quick else ROUNDS
@@ -117,7 +124,23 @@ def matmul(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
         exact = lambda c: torch.testing.assert_close(c, ref8, rtol=0, atol=0)  # noqa: E731
         rows.append(matmul_row(kernels, "matmul_int8_kernel", "int8", (a8, b8, ref8), "*i8:16,*i8:16,*i32:16",
                                config, exact, lambda: torch._int_mm(a8, b8), rounds))
+    rows += fp8_matmul(kernels, 4096 if quick else 8192, rounds)
     return rows
+
+
+def fp8_matmul(kernels: dict[str, ModuleType], size: int, rounds: int) -> list[list[Any]]:
+    """The tutorial matmul on e4m3 operands, B K-major (a transposed view of a row-major tensor, as
+    Triton's fp8 tutorial passes it), fp16 out, beside torch._scaled_mm."""
+    import torch
+
+    a = torch.randn((size, size), device="cuda").to(torch.float8_e4m3fn)
+    b = torch.randn((size, size), device="cuda").to(torch.float8_e4m3fn).t()
+    ref = (a.float() @ b.float()).to(torch.float16)
+    one = torch.ones((), device="cuda")
+    close = lambda c: torch.testing.assert_close(c, ref, rtol=2e-2, atol=0.5)  # noqa: E731
+    return [matmul_row(kernels, "matmul_kernel", "e4m3", (a, b, ref), "*fp8e4nv:16,*fp8e4nv:16,*fp16:16", config,
+                       close, lambda: torch._scaled_mm(a, b, one, one, out_dtype=torch.float16), rounds)
+            for config in FP8_CONFIGS]
 
 
 def attention_kernels() -> dict[str, Any]:

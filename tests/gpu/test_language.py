@@ -9,6 +9,7 @@ from language.test_block_ptr import *  # noqa: F403
 from language.test_conversions import *  # noqa: F403
 from language.test_core import *  # noqa: F403
 from language.test_debug import *  # noqa: F403
+from language.test_fp8 import *  # noqa: F403
 from language.test_indexing import *  # noqa: F403
 from language.test_inline_asm import *  # noqa: F403
 from language.test_libdevice import *  # noqa: F403

@@ -102,8 +102,12 @@ def test_benchmark_kernels(device: Interpreter) -> None:
     products = [(k.matmul_kernel, a, f16, config) for a in (f16, bf16) for config in tables["MATMUL_CONFIGS"]]
     products += [(k.matmul_kernel, f32, f16, config) for config in tables["TF32_CONFIGS"]]
     products += [(k.matmul_int8_kernel, i8, i32, config) for config in tables["INT8_CONFIGS"]]
+    e4m3 = despina.reinterpret(np.zeros(8, np.uint8), tl.float8e4nv)
     for kernel, a, c, (bm, bn, bk, warps, stages) in products:
         cases.append((kernel, (a, a, c, n, n, n, n, one, n, one, n, one),
+                      {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, CompileOptions(num_warps=warps, num_stages=stages)))
+    for bm, bn, bk, warps, stages in tables["FP8_CONFIGS"]:  # B K-major
+        cases.append((k.matmul_kernel, (e4m3, e4m3, f16, n, n, n, n, one, one, n, n, one),
                       {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, CompileOptions(num_warps=warps, num_stages=stages)))
     for kernel, args, meta, options in cases:
         kernel.ir(kernel.specialize(kernel.bind(args, meta), options), options)  # checked by `device`
