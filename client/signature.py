@@ -57,10 +57,11 @@ def parse_type(text: str) -> ScalarType | PointerType:
     if scalar not in SCALAR_NAMES:
         known = ", ".join(_TRITON.values())
         raise SignatureError(f"unknown type {text.strip()!r}: use {known}, with '*' before a pointer's element type")
-    ty: ScalarType | PointerType = ScalarType(scalar)
-    if depth == 0 and ty.is_fp8():
+    elem = ScalarType(scalar)
+    if depth == 0 and elem.is_fp8():
         raise SignatureError(f"{text.strip()!r}: fp8 arguments are arrays ('*{name}'); pass a scalar as fp32 and "
                              f"convert it in the kernel with .to(tl.float8...)")
+    ty: ScalarType | PointerType = elem
     for _ in range(depth):
         ty = PointerType(ty)
     return ty

@@ -296,7 +296,7 @@ def _fma(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]
     return [_float(_same(t, "fma"), "fma")]
 
 
-def _converted(t: Sequence[Type], a: dict[str, Any], name: str) -> Type:
+def _converted(t: Sequence[Type], a: dict[str, Any], name: str) -> ScalarType | PointerType:
     _arity(t, 1, name)
     to = _type_attr(a, "to")
     if not isinstance(to, (ScalarType, PointerType)):

@@ -250,15 +250,16 @@ def fp8_bits(x: float, ty: ScalarType) -> int:
     while mag >= Fraction(2) ** (e + 1):
         e += 1
     quantum = Fraction(2) ** (e - mbits)
-    n, rest = divmod(mag, quantum)
+    q, rest = divmod(mag, quantum)
+    n = int(q)
     if rest * 2 > quantum or (rest * 2 == quantum and n % 2 == 1):
         n += 1
     # n counts quanta from zero: the fields follow (a carry into the next binade is the next exponent)
     if e == 1 - bias and n < 1 << mbits:
-        return sign | int(n)
+        return sign | n
     if n == 2 << mbits:
-        n, e = Fraction(1 << mbits), e + 1
-    return sign | (e + bias) << mbits | (int(n) - (1 << mbits))
+        n, e = 1 << mbits, e + 1
+    return sign | (e + bias) << mbits | (n - (1 << mbits))
 
 
 def bitcast(x: Num, src: ScalarType, dst: ScalarType) -> Num | None:
