@@ -307,12 +307,13 @@ def _converted(t: Sequence[Type], a: dict[str, Any], name: str) -> ScalarType | 
 def _cast(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
     to = _converted(t, a, "cast")
     src = elem_of(t[0])
-    if isinstance(src, ScalarType) and isinstance(to, ScalarType) and src != to and (src.is_fp8() or to.is_fp8()):
-        other = to if src.is_fp8() else src
+    fp8 = [e for e in (src, to) if isinstance(e, ScalarType) and e.is_fp8()]
+    if fp8 and src != to:
+        other = to if fp8[0] is src else src
         if other.name not in FP8_CAST_PARTNERS:
-            raise IRError(f"'cast' converts {src} to {to} through fp32: fp8 casts take only "
-                          f"{', '.join(FP8_CAST_PARTNERS)}")
-        if to.is_fp8() and a.get("rounding") == "rtz":
+            raise IRError(f"'cast' from {src} to {to}: fp8 casts take only {', '.join(FP8_CAST_PARTNERS)} "
+                          "(convert through fp32)")
+        if to in fp8 and a.get("rounding") == "rtz":
             raise IRError(f"'cast' to {to} rounds to nearest even only, not 'rtz'")
     return [with_elem(t[0], to)]
 

@@ -253,6 +253,8 @@ class _Verifier:
                 raise self.fail(f"result type: {err}")
         if fn.kernel and fn.result_types:
             raise self.fail("the kernel returns nothing, but result types are declared")
+        if fn.kernel and any(isinstance(a.type, ScalarType) and a.type.is_fp8() for a in fn.body.args):
+            raise self.fail("a kernel takes fp8 values only through pointers: pass a scalar as fp32 and convert it")
         if err := loc_error(fn.loc):
             raise self.fail(err)
 
