@@ -14,6 +14,7 @@ pytest.importorskip("llvmlite")
 pytest.importorskip("cuda.bindings.nvjitlink")
 
 import despina  # noqa: E402
+import despina.language as tl  # noqa: E402
 
 from .test_registers import KERNELS  # noqa: E402
 
@@ -69,3 +70,24 @@ def test_a_k_step_below_wgmmas_is_upcast_too() -> None:
     k = _matmul(bn=128, bk=16)
     assert "(fp8 operands upcast to fp16: BLOCK_K=16 is not a multiple of 32)" in _line(k, " dot(")
     assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16" in k.asm["ptx"]
+
+
+@despina.jit
+def fp8_out_kernel(a_ptr, b_ptr, c_ptr, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    rm, rn, rk = tl.arange(0, BM), tl.arange(0, BN), tl.arange(0, BK)
+    a_ptrs = a_ptr + rm[:, None] * K + rk[None, :]
+    b_ptrs = b_ptr + rk[:, None] + rn[None, :] * K
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for _ in range(0, tl.cdiv(K, BK)):
+        acc = tl.dot(tl.load(a_ptrs), tl.load(b_ptrs), acc)
+        a_ptrs += BK
+        b_ptrs += BK
+    tl.store(c_ptr + rm[:, None] * BN + rn[None, :], acc.to(tl.float8e4nv))
+
+
+def test_accumulators_narrow_to_fp8_in_pairs_without_serializing_wgmma() -> None:
+    """The packed cvt reads the accumulator registers without ptxas serializing the wgmmas (C7514)."""
+    k = despina.compile(fp8_out_kernel, "*fp8e4nv:16,*fp8e4nv:16,*fp8e4nv:16,i32:16", {"BM": 128, "BN": 256, "BK": 64},
+                        num_warps=8, num_stages=3, target="sm_90a")
+    assert k.asm["ptx"].count("cvt.rn.satfinite.e4m3x2.f32 ") == 64  # 128 accumulators a thread, two at a time
+    assert k.metadata["ptxas_warnings"] == [] and k.metadata["spill_stores"] == 0
