@@ -35,7 +35,7 @@ from despina.compiler.ir.verifier import NAME, SYMBOL
 
 SCALARS = [ScalarType(n) for n in SCALAR_NAMES]
 FLOATS = [t for t in SCALARS if t.is_floating()]
-ARITH = [t for t in SCALARS if not t.is_fp8()]  # what arithmetic, constants and atomics take
+ARITH = [t for t in SCALARS if not t.is_fp8()]  # what arithmetic, constants, atomics and kernel scalars take
 INTS = [t for t in SCALARS if t.is_int()]
 SHAPES: list[tuple[int, ...]] = [(1,), (2,), (4,), (8,), (2, 2), (1, 4), (4, 1), (2, 4), (4, 2), (2, 2, 2), (1, 2, 4)]
 GROW_LIMIT = 64  # ops that make a tile larger take tiles of at most this many elements
@@ -510,7 +510,7 @@ def modules(
         gen = _Gen(draw, functions, with_locs)
         functions.append(gen.function(f"{prefix}_{i}", arg_types, result_types, False, max_ops))
     arg_types = draw(st.lists(st.sampled_from(SCALARS).map(PointerType), min_size=1, max_size=3))
-    arg_types += draw(st.lists(st.sampled_from(SCALARS), max_size=2))
+    arg_types += draw(st.lists(st.sampled_from(ARITH), max_size=2))  # fp8 only through pointers
     functions.append(_Gen(draw, functions, with_locs).function(f"{prefix}_kernel", arg_types, [], True, max_ops))
     order = draw(st.permutations(functions))
     attrs = draw(st.dictionaries(names.filter(lambda s: s != "version"), attr_values(), max_size=3))
