@@ -81,4 +81,6 @@ def test_the_wide_matmul_keeps_row_and_column_addresses() -> None:
     k = _matmul(bn=256, target="sm_90")
     reads = re.findall(r"ldmatrix\.sync\.aligned\.m8n8\.x4(?:\.trans)?\.shared\.b16 \{[^}]*\}, \[(%r\d+)(\+\d+)?\]", _loop(k.asm["ptx"]))
     assert len(reads) == 32 and len({base for base, _ in reads}) == 12  # split addresses would need 6
-    assert k.metadata["registers"] <= 252 and k.metadata["spill_stores"] == 0
+    # 252 before each loop's carried pointers had private address copies (coalesce.py), 253 since: the loop
+    # has 7 fewer 64-bit pointer adds; split addresses took 255.
+    assert k.metadata["registers"] <= 253 and k.metadata["spill_stores"] == 0

@@ -124,3 +124,17 @@ def no_dot_kernel(x_ptr, y_ptr, n):
 def test_loops_without_a_dot_are_left_alone() -> None:
     k = despina.compile(no_dot_kernel, "*fp16:16,*fp32:16,i32", {}, num_warps=4, num_stages=3, target="sm_80")
     assert "pipeline" not in k.asm["gpuir"] and "cp.async" not in k.asm["ptx"]
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "fp8e4nv"])
+def test_a_k_major_b_with_block_k_equal_to_block_m_is_pipelined(dtype: str) -> None:
+    """One `tl.arange` for A's rows and both operands' K (BLOCK_K == BLOCK_M) tied A's and a K-major B's
+    carried pointers to one layout: B was read a byte or two at a time, not pipelined, and the kernel
+    spilled (255 registers, 76 bytes fp16 / 120 bytes fp8). Each loop's initial pointers now get their
+    own address computation (gpuir/coalesce.py)."""
+    sig = f"*{dtype}:16,*{dtype}:16,*fp16:16,i32:16,i32:16,i32:16,i32:16,i32:1,i32:1,i32:16,i32:16,i32:1"
+    k = despina.compile(KERNELS.matmul_kernel, sig, {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128}, num_warps=8,
+                        num_stages=3, target="sm_90a")
+    copies = re.findall(r'async_copy = "([^"]*)"', k.asm["gpuir"])
+    assert len(copies) == 2 and all(c.startswith("16-byte copies into") for c in copies)
+    assert k.metadata["spill_stores"] == 0 and k.metadata["registers"] < 200
