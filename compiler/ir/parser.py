@@ -300,6 +300,14 @@ class _Parser:
     def region(self, depth: int) -> Block:
         self.expect("{", "opening a region")
         self.expect("^", "starting the region's arguments")
+        block = self.region_head()
+        self.ops(block, depth)
+        self.scopes.pop()
+        return block
+
+    def region_head(self) -> Block:
+        """A region's `(%a: type, ...):` after its '^': its block, with a scope for its arguments
+        pushed (the caller pops it after the region's ops)."""
         self.expect("(")
         args = self.typed_args()
         self.expect(":", "after the region's arguments")
@@ -307,8 +315,6 @@ class _Parser:
         self.scopes.append({})
         for (tok, _), value in zip(args, block.args):
             self.define(tok, value)
-        self.ops(block, depth)
-        self.scopes.pop()
         return block
 
     def op(self, depth: int) -> Op:

@@ -93,13 +93,7 @@ class _GpuParser(_Parser):
     def regions(self, depth: int) -> list[Block]:
         blocks = []
         while self.accept("^"):
-            self.expect("(")
-            args = self.typed_args()
-            self.expect(":", "after the region's arguments")
-            block = Block([t for _, t in args])
-            self.scopes.append({})
-            for (tok, _), value in zip(args, block.args):
-                self.define(tok, value)
+            block = self.region_head()
             while not (self.peek().kind == "punct" and self.peek().text in ("^", ")")):
                 block.ops.append(self.op(depth))
             self.scopes.pop()
