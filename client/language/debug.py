@@ -91,7 +91,12 @@ def assume(cond: Any) -> None:
 
 
 class range:
-    """A loop range compiled as a loop (`for i in tl.range(0, n, step, num_stages=3)`)."""
+    """A loop range compiled as a loop (`for i in tl.range(0, n, step, num_stages=3)`).
+
+    `num_stages` overrides the kernel's for this loop's software pipeline (1: none);
+    `loop_unroll_factor=U` (2 or more) has the GPU backend run the body U times an iteration, with a
+    second loop for the iterations left over, as Triton's does. Neither changes what the loop computes.
+    """
 
     def __init__(self, arg1: Any, arg2: Any = None, step: Any = None, num_stages: Any = None,
                  loop_unroll_factor: Any = None) -> None:

@@ -25,6 +25,7 @@ from ...ir.core import Block, Function, Module, Op, Value
 from ...ir.registry import OpRegistry
 from ...ir.types import PointerType, TileType, elem_of, shape_of
 from ...passes.rewrite import Subst, replace_results, rewrite_block
+from ...passes.unroll import unroll_loops
 from ..errors import BackendError, op_error
 from .accelerate import DotPlan, plan_dot, upcast_fp8_dots
 from .axis import AxisAnalysis
@@ -450,7 +451,7 @@ def assign_layouts(module: Module, num_warps: int, has_wgmma: bool = False) -> G
     """The GPU IR of `module`'s kernel for `num_warps` warps (the module is not modified); with
     `has_wgmma` (an sm_90a target) the dots that fit run on wgmma."""
     log2(num_warps)
-    fn = clone_function(module.kernel)
+    fn = unroll_loops(clone_function(module.kernel))
     accumulate_dot_adds(fn)
     upcast_fp8_dots(fn, num_warps, has_wgmma)
     private_addresses(fn)
