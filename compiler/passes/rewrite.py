@@ -108,3 +108,9 @@ def clone_op(op: Op, mapping: Subst) -> Op:
         res.hint = old.hint
         mapping[old] = res
     return new
+
+
+def clone_function(fn: Function) -> Function:
+    """A deep copy of `fn` (the backend's own copy of the kernel, which its passes change in place)."""
+    body = clone_block(fn.body, {})
+    return Function(fn.name, body, list(fn.arg_names), list(fn.result_types), fn.kernel, fn.loc)

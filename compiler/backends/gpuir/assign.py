@@ -24,12 +24,11 @@ from typing import TYPE_CHECKING
 from ...ir.core import Block, Function, Module, Op, Value
 from ...ir.registry import OpRegistry
 from ...ir.types import PointerType, TileType, elem_of, shape_of
-from ...passes.rewrite import Subst, replace_results, rewrite_block
+from ...passes.rewrite import Subst, clone_function, replace_results, rewrite_block
 from ...passes.unroll import unroll_loops
 from ..errors import BackendError, op_error
 from .accelerate import DotPlan, plan_dot, upcast_fp8_dots
 from .axis import AxisAnalysis
-from .clone import clone_function
 from .coalesce import private_addresses
 from .combine import accumulate_dot_adds
 from .encodings import Blocked, DotOperand, Encoding, Slice, coalesced_blocked, default_blocked
