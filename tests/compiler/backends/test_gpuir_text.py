@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from despina.compiler.backends.gpuir.encoding_text import parse_encoding
 from despina.compiler.backends.gpuir.encodings import Blocked, DotOperand, Slice
@@ -19,7 +21,7 @@ from despina.compiler.backends.gpuir.passes import build_gpuir
 from despina.compiler.backends.gpuir.pipeline import plan_pipelines
 from despina.compiler.backends.gpuir.printer import print_gpuir
 from despina.compiler.backends.gpuir.shared import SwizzledShared
-from despina.compiler.backends.gpuir.verifier import verify_gpuir
+from despina.compiler.backends.gpuir.verifier import GpuIRError, verify_gpuir
 from despina.compiler.ir.parser import IRParseError
 from despina.compiler.options import CompileOptions
 
@@ -139,3 +141,38 @@ def test_malformed_gpu_ir_text_says_where(edit: Any, message: str) -> None:
     with pytest.raises(IRParseError) as info:
         parse_gpuir(edit(_text()))
     assert message in str(info.value)
+
+
+MUTATIONS = st.tuples(
+    st.sampled_from(["delete", "insert", "replace", "truncate"]), st.integers(0, 10**6),
+    st.text(alphabet=st.sampled_from(list("#L0123456789<>[](){},=:%^ abcdefghijklmnopqrstuvwxyz_\n")), min_size=1,
+            max_size=4),
+)
+FUZZED = [print_gpuir(build_gpuir(module, CompileOptions(num_warps=warps)), locs) for _, module, warps in BUILT[:4]
+          for locs in (False, True)]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.sampled_from(FUZZED), st.lists(MUTATIONS, min_size=1, max_size=3))
+def test_mutated_gpu_ir_text_fails_cleanly(text: str, mutations: list[tuple[str, int, str]]) -> None:
+    """Damaged GPU IR is an IRParseError or parses; what parses verifies or is a GpuIRError, and prints
+    back to text that parses to the same print."""
+    for kind, where, chunk in mutations:
+        i = where % (len(text) + 1)
+        if kind == "delete":
+            text = text[:i] + text[i + len(chunk) :]
+        elif kind == "insert":
+            text = text[:i] + chunk + text[i:]
+        elif kind == "replace":
+            text = text[:i] + chunk + text[i + len(chunk) :]
+        else:
+            text = text[:i]
+    try:
+        gpu = parse_gpuir(text)
+    except IRParseError:
+        return
+    try:
+        verify_gpuir(gpu)
+    except GpuIRError:
+        return
+    assert print_gpuir(parse_gpuir(print_gpuir(gpu, True)), True) == print_gpuir(gpu, True)
