@@ -5,7 +5,7 @@ Layout assignment inserts `convert_layout`, `hoist` keeps loop-invariant tensor-
 shared memory with `local_alloc` and `local_load`; the backend's stages key their rules by both catalogues
 (`ir.registry.OpRegistry`), so a lowering rule for an op defined nowhere is refused on import. The
 GPU passes record their decisions on tile ops as attributes (`GPU_ATTRS`: a dot's engine, a loop's
-pipeline, a load's asynchronous copy), which the GPU-IR dump shows and the verifier checks against
+pipeline, a load's asynchronous copy, a division's rounding), which the GPU-IR dump shows and the verifier checks against
 this one schema beside the op's own.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ...ir.attrs import Attr, attrs_error, optional
+from ...ir.attrs import Attr, attrs_error, enum, optional
 from ...ir.core import Block, IRError, Op, Value
 from ...ir.ops import OPS, OpDef
 from ...ir.types import BufferType, TileType, Type
@@ -55,6 +55,7 @@ GPU_ATTRS: dict[str, Mapping[str, Attr]] = {
     "dot": {"engine": optional("str")},  # accelerate.plan_dot: mma.sync, wgmma or fma, and why
     "for": {"pipeline": optional("str")},  # pipeline.plan_pipelines: the stages and ring, or why none
     "load": {"async_copy": optional("str")},  # pipeline.plan_pipelines: the copies, or why none
+    "div": {"rounding": enum("full")},  # division.mark_wgmma_divisions: div.full.f32 in a wgmma kernel
 }
 
 

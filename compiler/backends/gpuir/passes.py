@@ -14,6 +14,7 @@ from collections.abc import Callable
 from ...ir.core import Module
 from ...options import CompileOptions
 from .assign import GpuFunction, assign_layouts
+from .division import mark_wgmma_divisions
 from .hoist import hoist_invariant_converts
 from .pipeline import plan_pipelines
 from .verifier import verify_gpuir
@@ -23,6 +24,7 @@ GpuPass = Callable[[GpuFunction, CompileOptions], None]
 GPU_PASSES: list[tuple[str, GpuPass]] = [
     ("hoist_invariant_converts", lambda gpu, options: hoist_invariant_converts(gpu)),
     ("plan_pipelines", lambda gpu, options: plan_pipelines(gpu, options.num_stages)),
+    ("mark_wgmma_divisions", lambda gpu, options: mark_wgmma_divisions(gpu)),
 ]
 
 
