@@ -416,6 +416,10 @@ class _Assigner:
         block.ops = ops
 
 
+ONE_LAYOUT = (_Assigner.same_layout, _Assigner.memory_access)
+"""The rules that put an op's tile operands and results in one layout class (what the verifier checks)."""
+
+
 def drop_trivial_converts(block: Block) -> None:
     """Remove each `convert_layout` whose source and result place every element alike (equal
     linear layouts), using its source directly."""

@@ -42,7 +42,7 @@ def _blocked(pos: list[Any], kw: dict[str, Any]) -> Blocked:
 
 def _slice(pos: list[Any], kw: dict[str, Any]) -> Slice:
     parent = kw["parent"]
-    if not isinstance(parent, (Blocked, Slice, DotOperand, Mma, MmaOperand)):
+    if not isinstance(parent, Encoding):
         raise ValueError(f"a slice's parent must be a register layout, got {parent!r}")
     return Slice(_int(kw["dim"], "dim"), parent)
 
@@ -54,7 +54,7 @@ def _dot_op(pos: list[Any], kw: dict[str, Any]) -> DotOperand | MmaOperand:
         if not isinstance(parent, Mma):
             raise ValueError(f"a tensor-core operand's parent must be an mma layout, got {parent}")
         return MmaOperand(_int(index, "the operand index"), parent, _int(kw["kWidth"], "kWidth"))
-    if not isinstance(parent, (Blocked, Slice, DotOperand, Mma, MmaOperand)):
+    if not isinstance(parent, Encoding):
         raise ValueError(f"a dot operand's parent must be a register layout, got {parent!r}")
     return DotOperand(_int(index, "the operand index"), parent)
 

@@ -26,13 +26,11 @@ from ...ir.verifier import MAX_TYPE_TEXT
 from .assign import GpuFunction
 from .axis import AxisAnalysis
 from .encoding_text import Layout, parse_encoding
-from .encodings import Blocked, DotOperand, Slice
-from .mma import Mma, MmaOperand
+from .encodings import Encoding
 from .ops import infer_gpu, plain
 
 _ALIAS_LINE = re.compile(r"(#L[0-9]+) = (.*)\n")
 _ALIAS_USE = re.compile(r"[ \t]*(#L[0-9]+)")
-_REGISTER_LAYOUTS = (Blocked, Slice, DotOperand, Mma, MmaOperand)
 
 
 class _GpuParser(_Parser):
@@ -64,7 +62,7 @@ class _GpuParser(_Parser):
         enc = self.aliases.get(m.group(1))
         if enc is None:
             self.error(f"layout alias {m.group(1)} is not defined", m.start(1))
-        if isinstance(ty, TileType) != isinstance(enc, _REGISTER_LAYOUTS):
+        if isinstance(ty, TileType) != isinstance(enc, Encoding):
             want = "a register layout" if isinstance(ty, TileType) else "a shared-memory layout"
             self.error(f"{m.group(1)} is {enc}; a {'tile' if isinstance(ty, TileType) else 'buffer'} takes {want}",
                        m.start(1))

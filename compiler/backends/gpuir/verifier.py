@@ -23,14 +23,10 @@ from collections.abc import Sequence
 from ...ir.core import Block, IRError, Op, Value
 from ...ir.types import BufferType, TileType
 from ..errors import BackendError
-from .assign import RULES, GpuFunction, _Assigner
-from .encodings import Blocked, DotOperand, Slice
-from .mma import Mma, MmaOperand
+from .assign import ONE_LAYOUT, RULES, GpuFunction
+from .encodings import Encoding
 from .ops import LOCAL_LOAD, infer_gpu, plain
 from .shared import SwizzledShared
-
-ENCODINGS = (Blocked, Slice, DotOperand, Mma, MmaOperand)
-_ONE_LAYOUT = (_Assigner.same_layout, _Assigner.memory_access)
 
 
 class GpuIRError(BackendError):
@@ -59,7 +55,7 @@ class _Verifier:
         if not isinstance(ty, TileType):
             return
         enc = ty.encoding
-        if not isinstance(enc, ENCODINGS):
+        if not isinstance(enc, Encoding):
             raise self.fail(op, f"{what} {ty} names no layout encoding" if enc is None else
                             f"{what} {ty} names {type(enc).__name__}, which is no register layout")
         if enc.rank != len(ty.shape):
@@ -100,7 +96,7 @@ class _Verifier:
                 self.value(a, op, f"region argument {i}")
             self.block(region)
         rule = RULES.get(op.name)
-        if rule in _ONE_LAYOUT:
+        if rule in ONE_LAYOUT:
             self.one_layout(op, [*op.operands, *op.results], "its operands and results")
         elif op.name == "for":
             body = op.regions[0]
