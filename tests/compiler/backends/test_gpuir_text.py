@@ -27,6 +27,10 @@ from despina.compiler.options import CompileOptions
 
 from . import kernels
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ir"))
+
+from mutations import MUTATIONS, mutate  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[3]
 MMA = Mma(2, (2, 4))
 LAYOUTS = [
@@ -143,11 +147,6 @@ def test_malformed_gpu_ir_text_says_where(edit: Any, message: str) -> None:
     assert message in str(info.value)
 
 
-MUTATIONS = st.tuples(
-    st.sampled_from(["delete", "insert", "replace", "truncate"]), st.integers(0, 10**6),
-    st.text(alphabet=st.sampled_from(list("#L0123456789<>[](){},=:%^ abcdefghijklmnopqrstuvwxyz_\n")), min_size=1,
-            max_size=4),
-)
 FUZZED = [print_gpuir(build_gpuir(module, CompileOptions(num_warps=warps)), locs) for _, module, warps in BUILT[:4]
           for locs in (False, True)]
 
@@ -157,18 +156,8 @@ FUZZED = [print_gpuir(build_gpuir(module, CompileOptions(num_warps=warps)), locs
 def test_mutated_gpu_ir_text_fails_cleanly(text: str, mutations: list[tuple[str, int, str]]) -> None:
     """Damaged GPU IR is an IRParseError or parses; what parses verifies or is a GpuIRError, and prints
     back to text that parses to the same print."""
-    for kind, where, chunk in mutations:
-        i = where % (len(text) + 1)
-        if kind == "delete":
-            text = text[:i] + text[i + len(chunk) :]
-        elif kind == "insert":
-            text = text[:i] + chunk + text[i:]
-        elif kind == "replace":
-            text = text[:i] + chunk + text[i + len(chunk) :]
-        else:
-            text = text[:i]
     try:
-        gpu = parse_gpuir(text)
+        gpu = parse_gpuir(mutate(text, mutations))
     except IRParseError:
         return
     try:

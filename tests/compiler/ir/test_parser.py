@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from mutations import MUTATIONS, mutate
 from strategies import modules
 
 from despina.compiler.ir.core import IRError, Loc, Module
@@ -207,25 +208,10 @@ def test_nesting_limits() -> None:
     assert "type text" not in str(error_of(ATTR_MODULE.format("type(" + "ptr<" * 300 + "fp32" + ">" * 300 + ")")))
 
 
-MUTATIONS = st.tuples(
-    st.sampled_from(["delete", "insert", "replace", "truncate"]), st.integers(0, 10**6), st.text(min_size=1, max_size=3)
-)
-
-
 @SLOW
 @given(modules(max_ops=6), st.lists(MUTATIONS, min_size=1, max_size=3))
 def test_mutated_text_fails_cleanly(m: Module, mutations: list[tuple[str, int, str]]) -> None:
-    text = print_module(m)
-    for kind, where, chunk in mutations:
-        i = where % (len(text) + 1)
-        if kind == "delete":
-            text = text[:i] + text[i + len(chunk) :]
-        elif kind == "insert":
-            text = text[:i] + chunk + text[i:]
-        elif kind == "replace":
-            text = text[:i] + chunk + text[i + len(chunk) :]
-        else:
-            text = text[:i]
+    text = mutate(print_module(m), mutations)
     try:
         parsed = parse_module(text)
     except IRParseError:
