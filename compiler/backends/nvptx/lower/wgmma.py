@@ -210,6 +210,11 @@ def _instruction(
 _KINDS = {"fp16": "f16", "bf16": "bf16", "fp8e4nv": "e4m3", "fp8e5": "e5m2"}  # the instruction's operand types
 
 
+def _zero_constant(v: Value) -> bool:
+    owner = v.owner
+    return isinstance(owner, Op) and owner.name == "constant" and owner.attrs.get("value") == 0
+
+
 def is_async(ctx: Lowering, op: Op) -> bool:
     return any(op in plan.async_dots for plan in ctx.gpu.pipelines.values())
 
@@ -243,6 +248,12 @@ def wgmma_dot(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
         ctx.call("llvm.nvvm.wgmma.fence.sync.aligned", void, [])
         first = ctx.scale_d.get(op)
         scale_first = const(i32, 1) if first is None else b.zext(first, i32)
+        if first is None and _zero_constant(op.operands[2]):
+            # `tl.dot(a, b)` or a zero accumulator outside a loop: the first K step ignores it (scale-d 0)
+            # instead of 64 register moves a tile, which ptxas interleaved with the first tile's product
+            # and then waited for (C7517, "wgmma.wait_group is injected").
+            scale_first = const(i32, 0)
+            out = [ir.Constant(r.type, ir.Undefined) for r in out]
         for k0 in range(0, a.layout.shape[1], instr_k(a_elem.itemsize)):
             k = const(i32, k0)
             for r0 in range(0, c_ll.num_regs, per_instr):

@@ -150,3 +150,25 @@ def test_a_zero_started_accumulator_is_zeroed_by_scale_d() -> None:
     assert re.search(rf"mov\.b32\s+{re.escape(scales[1])}, 1;", ptx)
     after = ptx[ptx.index("wgmma.wait_group.sync.aligned 0;") :]
     assert len(re.findall(r"selp\.f32\s+%r\d+, 0f00000000, %r\d+, %p\d+;", after)) == 128 * 128 // 256
+
+
+@despina.jit
+def lone_dot(a_ptr, b_ptr, c_ptr, BM: tl.constexpr):
+    rm, rn, rk = tl.arange(0, BM), tl.arange(0, 128), tl.arange(0, 64)
+    a = tl.load(a_ptr + rm[:, None] * 64 + rk[None, :])
+    b = tl.load(b_ptr + rk[:, None] * 128 + rn[None, :])
+    tl.store(c_ptr + rm[:, None] * 128 + rn[None, :], tl.dot(a, b))
+
+
+@pytest.mark.parametrize(("bm", "warps"), [(128, 4), (128, 8), (64, 4)])
+def test_a_zero_accumulator_outside_a_loop_is_ignored_by_scale_d(bm: int, warps: int) -> None:
+    """`tl.dot(a, b)` outside a loop: the first K step takes scale-d 0 and no register is zeroed (there
+    were 64 moves a tile, which ptxas interleaved with the first tile's product and waited for: C7517)."""
+    k = despina.compile(lone_dot, "*fp16:16,*fp16:16,*fp32:16", {"BM": bm}, num_warps=warps, target="sm_90a")
+    ptx = k.asm["ptx"]
+    assert "wgmma.mma_async" in ptx and k.metadata["ptxas_warnings"] == []
+    assert ptx.count("mov.b32") < 8
+    (zero,) = re.findall(r"mov\.b32\s+(%r\d+), 0;", ptx)
+    scales = re.findall(r"setp\.ne\.b32 p, (%r\d+), 0;", ptx)
+    tiles = bm // 64 // (warps // 4)  # m64 tiles a warpgroup; K = 64 is four k16 steps, the first ignores C
+    assert len(scales) == 4 * tiles and scales.count(zero) == tiles
