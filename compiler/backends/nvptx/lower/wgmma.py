@@ -24,6 +24,7 @@ import llvmlite.ir as ir
 
 from ....ir.core import Op, Value
 from ....ir.types import ScalarType, elem_of
+from ....passes.rewrite import constant_value
 from ...gpuir import CONVERT
 from ...gpuir.mma import Mma
 from ...gpuir.pipeline import LoopPipeline
@@ -99,8 +100,7 @@ class ZeroStart:
         yields = body.terminator
         assert yields is not None
         for j, init in enumerate(loop.operands[3:]):
-            owner = init.owner
-            if not (isinstance(owner, Op) and owner.name == "constant" and owner.attrs.get("value") == 0):
+            if constant_value(init) != 0:
                 continue
             arg = body.args[1 + j]
             users = [(op, i) for op in body.walk() for i, v in enumerate(op.operands) if v is arg]
@@ -210,11 +210,6 @@ def _instruction(
 _KINDS = {"fp16": "f16", "bf16": "bf16", "fp8e4nv": "e4m3", "fp8e5": "e5m2"}  # the instruction's operand types
 
 
-def _zero_constant(v: Value) -> bool:
-    owner = v.owner
-    return isinstance(owner, Op) and owner.name == "constant" and owner.attrs.get("value") == 0
-
-
 def is_async(ctx: Lowering, op: Op) -> bool:
     return any(op in plan.async_dots for plan in ctx.gpu.pipelines.values())
 
@@ -248,7 +243,7 @@ def wgmma_dot(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
         ctx.call("llvm.nvvm.wgmma.fence.sync.aligned", void, [])
         first = ctx.scale_d.get(op)
         scale_first = const(i32, 1) if first is None else b.zext(first, i32)
-        if first is None and _zero_constant(op.operands[2]):
+        if first is None and constant_value(op.operands[2]) == 0:
             # `tl.dot(a, b)` or a zero accumulator outside a loop: the first K step ignores it (scale-d 0)
             # instead of 64 register moves a tile, which ptxas interleaved with the first tile's product
             # and then waited for (C7517, "wgmma.wait_group is injected").
