@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...ir.core import Block, Function, Op, Value
+from ...ir.core import Function, Op, Value
 from ...ir.types import ScalarType, elem_of, float16, shape_of, with_elem
+from ...passes.rewrite import Subst, rewrite_block
 from . import wgmma
 from .mma import Mma, MmaOperand, warps_per_tile_v2
 
@@ -150,22 +151,16 @@ def _is_fp8(dot: Op) -> bool:
 def upcast_fp8_dots(fn: Function, num_warps: int, has_wgmma: bool) -> None:
     """Convert the fp8 operands of each dot that wgmma does not take to fp16, in front of the dot (in
     place), and note why in its `engine`: the dot then takes the fp16 path."""
-    _upcast_block(fn, fn.body, num_warps, has_wgmma)
 
+    def visit(op: Op, subst: Subst) -> list[Op] | None:
+        if op.name != "dot" or not _is_fp8(op):
+            return None
+        found = _wgmma_fit(fn, op, num_warps) if has_wgmma else "no fp8 MMA on this target (fp8 wgmma needs sm_90a)"
+        if not isinstance(found, str):
+            return None
+        casts = [Op("cast", [v], [with_elem(v.type, float16)], {"to": float16}, loc=op.loc) for v in op.operands[:2]]
+        op.operands[:2] = [c.result for c in casts]
+        op.attrs["engine"] = f"fp8 operands upcast to fp16: {found}"
+        return [*casts, op]
 
-def _upcast_block(fn: Function, block: Block, num_warps: int, has_wgmma: bool) -> None:
-    ops: list[Op] = []
-    for op in block.ops:
-        for region in op.regions:
-            _upcast_block(fn, region, num_warps, has_wgmma)
-        if op.name == "dot" and _is_fp8(op):
-            found = _wgmma_fit(fn, op, num_warps) if has_wgmma else "no fp8 MMA on this target (fp8 wgmma needs sm_90a)"
-            if isinstance(found, str):
-                for i in (0, 1):
-                    v = op.operands[i]
-                    cast = Op("cast", [v], [with_elem(v.type, float16)], {"to": float16}, loc=op.loc)
-                    ops.append(cast)
-                    op.operands[i] = cast.result
-                op.attrs["engine"] = f"fp8 operands upcast to fp16: {found}"
-        ops.append(op)
-    block.ops = ops
+    rewrite_block(fn.body, visit, {})
