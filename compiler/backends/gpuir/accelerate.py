@@ -56,23 +56,25 @@ def instruction(op: Op) -> tuple[str, int] | str:
     return kind
 
 
-def _feeds_a_dot(fn: Function, dot: Op) -> bool:
-    """Whether `dot`'s result reaches an operand of another dot (attention's chained dots)."""
-    return bool(_fed_dots(fn, dot))
-
-
 def _chained(fn: Function, dot: Op) -> bool:
     """Whether `dot` is one of chained dots: its result reaches another dot's A or B, or another
-    dot's result reaches its own (attention's second dot, fed P). Both take [num_warps, 1], as in
-    Triton's warpsPerTileV2, so that P passes from one to the other in registers."""
-    if _feeds_a_dot(fn, dot):
+    dot's result reaches its own (attention's second dot, fed P). On mma.sync both take
+    [num_warps, 1], as in Triton's warpsPerTileV2, so that P passes from one to the other in registers."""
+    if _fed_operands(fn, dot):
         return True
-    return any(d is dot for other in fn.walk() if other.name == "dot" and other is not dot for d in _fed_dots(fn, other))
+    return any(d is dot for other in fn.walk() if other.name == "dot" and other is not dot
+               for d, _ in _fed_operands(fn, other))
 
 
-def _fed_dots(fn: Function, dot: Op) -> list[Op]:
-    """The other dots whose A or B operand `dot`'s result reaches."""
-    fed: list[Op] = []
+def _a_from_dot(fn: Function, dot: Op) -> bool:
+    """Whether another dot's result reaches `dot`'s A operand (attention's P)."""
+    return any(d is dot and i == 0 for other in fn.walk() if other.name == "dot" and other is not dot
+               for d, i in _fed_operands(fn, other))
+
+
+def _fed_operands(fn: Function, dot: Op) -> list[tuple[Op, int]]:
+    """The other dots, with the operand (0 = A, 1 = B), that `dot`'s result reaches."""
+    fed: list[tuple[Op, int]] = []
     users: dict[Value, list[Op]] = {}
     for op in fn.walk():
         for v in op.operands:
@@ -83,7 +85,7 @@ def _fed_dots(fn: Function, dot: Op) -> list[Op]:
         v = work.pop()
         for user in users.get(v, []):
             if user.name == "dot" and user is not dot and any(o is v for o in user.operands[:2]):
-                fed.append(user)
+                fed.append((user, 0 if user.operands[0] is v else 1))
                 continue
             for r in user.results:
                 if r not in seen:
@@ -100,8 +102,6 @@ def _wgmma_fit(fn: Function, op: Op, num_warps: int) -> tuple[int, tuple[int, in
         return f"wgmma takes fp16, bf16 and fp8 into fp32 here, not {a} into {c}"
     if len(shape_of(op.result.type)) != 2:
         return "batched (3-D) dot: wgmma lowering covers 2-D tiles"
-    if _feeds_a_dot(fn, op):
-        return "chained dots (attention) keep mma.sync until wgmma takes A from registers"
     m, n = shape_of(op.result.type)
     return wgmma.fit(m, n, shape_of(op.operands[0].type)[1], num_warps, wgmma.instr_k(a.itemsize))
 
@@ -114,7 +114,14 @@ def _wgmma(fn: Function, op: Op, num_warps: int) -> tuple[str, DotPlan] | str:
     width, warps = found
     a = elem_of(op.operands[0].type)
     k = wgmma.instr_k(a.itemsize)
-    return f"wgmma.m64n{width}k{k}", DotPlan(Mma(3, warps, (16, width)), k // 8)
+    engine = f"wgmma.m64n{width}k{k}"
+    op.attrs.pop("operand_a", None)
+    if _a_from_dot(fn, op) and a.itemsize == 2:
+        # Another dot's result, in registers already (attention's P): the instruction reads it there
+        # instead of from shared memory, where it would be stored, fenced and waited for every time.
+        op.attrs["operand_a"] = "registers"
+        engine += ", A in registers"
+    return engine, DotPlan(Mma(3, warps, (16, width)), k // 8)
 
 
 def plan_dot(fn: Function, op: Op, num_warps: int, has_wgmma: bool = False) -> DotPlan | None:

@@ -8,8 +8,11 @@ depend on), as Triton's loop-invariant code motion does. A 16-bit mma.sync opera
 in shared memory: `local_alloc` stores it once before the loop, swizzled for `ldmatrix`, and the
 conversion becomes a `local_load` of that buffer, which its dots read a K step at a time, as
 Triton's do, instead of holding the whole tile in registers across the loop (attention's Q: 32
-registers a thread at 128x64 on 4 warps, the difference between spilling and not). A wgmma
-operand's conversion stays: it produces nothing (the dot stores its source itself).
+registers a thread at 128x64 on 4 warps, the difference between spilling and not). A wgmma operand
+is kept so too, in the swizzle atoms that the instruction's descriptors read in place: without it
+the dot stored its source into shared memory, fenced and waited in every iteration. Another wgmma
+operand conversion (of an accumulator) stays where it is: it produces nothing, the dot reads its
+source itself.
 """
 
 from __future__ import annotations
@@ -35,22 +38,29 @@ def _movable(gpu: GpuFunction, op: Op, inner: set[Value]) -> bool:
     if op.name != CONVERT or op.operands[0] in inner:
         return False
     enc = gpu.encoding(op.result)
-    return not (isinstance(enc, MmaOperand) and enc.parent.version == 3)
+    return not (isinstance(enc, MmaOperand) and enc.parent.version == 3) or _resident(gpu, op)
 
 
 def _resident(gpu: GpuFunction, op: Op) -> bool:
-    """Whether the conversion `op` reads into an operand that ldmatrix can load from shared memory."""
+    """Whether the conversion `op` reads into an operand that its dots can read from shared memory:
+    by ldmatrix (16-bit mma.sync operands) or by wgmma's descriptors."""
     enc, elem = gpu.encoding(op.result), elem_of(op.result.type)
-    return (isinstance(enc, MmaOperand) and enc.k_width == 2 and isinstance(elem, ScalarType) and elem.itemsize == 2
-            and not isinstance(gpu.encoding(op.operands[0]), Mma))
+    if not isinstance(enc, MmaOperand) or not isinstance(elem, ScalarType) or isinstance(gpu.encoding(op.operands[0]), Mma):
+        return False
+    return enc.parent.version == 3 or (enc.k_width == 2 and elem.itemsize == 2)
 
 
 def _keep_in_shared(gpu: GpuFunction, conv: Op) -> Op:
-    """The `local_alloc` of `conv`'s source, swizzled as `ldmatrix` reads it; `conv` becomes its `local_load`."""
+    """The `local_alloc` of `conv`'s source, swizzled as its dots read it (`ldmatrix`, or wgmma's
+    swizzle atoms, K-major for 8-bit types); `conv` becomes its `local_load`."""
     src = conv.operands[0]
     ty, enc = src.type, gpu.encoding(conv.result)
-    assert isinstance(ty, TileType) and isinstance(enc, MmaOperand)
-    swizzled = operand_shared(gpu.layout(src), enc.op_idx, 2)
+    assert isinstance(ty, TileType) and isinstance(enc, MmaOperand) and isinstance(ty.element_ty, ScalarType)
+    size = ty.element_ty.itemsize
+    wgmma = enc.parent.version == 3
+    swizzled = operand_shared(gpu.layout(src), enc.op_idx, size, k_major=wgmma and size == 1)
+    if wgmma:
+        swizzled = swizzled.atoms()
     alloc = Op(LOCAL_ALLOC, [src], [BufferType(ty.shape, ty.element_ty, swizzled)], {}, (), conv.loc)
     conv.name, conv.operands = LOCAL_LOAD, [alloc.result]
     return alloc

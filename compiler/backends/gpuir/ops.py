@@ -4,9 +4,9 @@ tile ops are.
 Layout assignment inserts `convert_layout`, `hoist` keeps loop-invariant tensor-core operands in
 shared memory with `local_alloc` and `local_load`; the backend's stages key their rules by both catalogues
 (`ir.registry.OpRegistry`), so a lowering rule for an op defined nowhere is refused on import. The
-GPU passes record their decisions on tile ops as attributes (`GPU_ATTRS`: a dot's engine, a loop's
-pipeline, a load's asynchronous copy, a division's rounding), which the GPU-IR dump shows and the verifier checks against
-this one schema beside the op's own.
+GPU passes record their decisions on tile ops as attributes (`GPU_ATTRS`: a dot's engine and where its
+wgmma reads A, a loop's pipeline, a load's asynchronous copy, a division's rounding), which the GPU-IR
+dump shows and the verifier checks against this one schema beside the op's own.
 """
 
 from __future__ import annotations
@@ -52,7 +52,8 @@ GPU_OPS: dict[str, OpDef] = {
 }
 
 GPU_ATTRS: dict[str, Mapping[str, Attr]] = {
-    "dot": {"engine": optional("str")},  # accelerate.plan_dot: mma.sync, wgmma or fma, and why
+    # accelerate.plan_dot: mma.sync, wgmma or fma, and why; a wgmma dot's A read from registers
+    "dot": {"engine": optional("str"), "operand_a": enum("registers")},
     "for": {"pipeline": optional("str")},  # pipeline.plan_pipelines: the stages and ring, or why none
     "load": {"async_copy": optional("str")},  # pipeline.plan_pipelines: the copies, or why none
     "div": {"rounding": enum("full")},  # division.mark_wgmma_divisions: div.full.f32 in a wgmma kernel

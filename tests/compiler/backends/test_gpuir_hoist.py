@@ -82,8 +82,8 @@ def test_a_buffer_is_read_only_into_a_tensor_core_operand() -> None:
 
     gpu, alloc, read = _buffered()
     read.result.type = replace(read.result.type, encoding=Blocked((1, 1), (8, 4), (2, 2), (1, 0)))
-    with pytest.raises(BackendError, match="op 'local_load': a shared-memory buffer is read only into a 16-bit "
-                                           "tensor-core operand"):
+    with pytest.raises(BackendError, match=r"op 'local_load': a shared-memory buffer is read only into a tensor-core "
+                                           r"operand \(a 16-bit one by ldmatrix, a wgmma one from swizzle atoms\)"):
         lower(gpu, get_target("sm_80"))
 
 

@@ -2,9 +2,11 @@
 
 A buffer's one register is its address in shared memory. `local_alloc` takes a buffer of its own for
 the rest of the kernel (`Lowering.shared`, which reuses no byte of it) and stores the tile in the
-buffer type's swizzled layout; a barrier makes the stores visible before any read. `local_load` into a
-16-bit tensor-core operand produces no instruction: its dots read the buffer with `ldmatrix` a K step
-at a time (`lower/mma.py`), so the operand takes no registers across a loop (`gpuir.hoist`).
+buffer type's swizzled layout; a barrier makes the stores visible before any read (and a proxy fence
+before it, to wgmma's reads of a buffer in swizzle atoms). `local_load` into a tensor-core operand
+produces no instruction: its dots read the buffer with `ldmatrix` a K step at a time (`lower/mma.py`)
+or through wgmma's descriptors (`lower/wgmma.py`), so the operand takes no registers across a loop
+(`gpuir.hoist`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from . import ldmatrix
 from .context import Lowering
 from .registry import Regs, lowering
 from .smem import elem_bytes, numel
+from .types import void
+from .wgmma import align_smem
 
 
 @lowering(LOCAL_ALLOC)
@@ -27,10 +31,15 @@ def local_alloc(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
     buf = op.result.type
     assert isinstance(buf, BufferType) and isinstance(buf.encoding, SwizzledShared)
     elem = ctx.elem(op.result)
-    placed = ctx.shared.alloc(numel(buf.shape) * elem_bytes(elem))
+    atoms = bool(buf.encoding.block)  # read by wgmma: 1024-byte aligned, the pattern a function of the address
+    if atoms:
+        align_smem(ctx)
+    placed = ctx.shared.alloc(numel(buf.shape) * elem_bytes(elem), *((1024,) if atoms else ()))
     if placed.barrier:
         ctx.barrier()
     base = ldmatrix.store_swizzled(ctx, elem, args[0], ctx.layout(op.operands[0]), buf.encoding, placed.offset)
+    if atoms:
+        ctx.call("llvm.nvvm.fence.proxy.async.shared_cta", void, [])
     ctx.barrier()
     return [[base]]
 
@@ -39,9 +48,10 @@ def local_alloc(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
 def local_load(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
     buf, enc, elem = op.operands[0].type, ctx.gpu.encoding(op.result), ctx.elem(op.result)
     assert isinstance(buf, BufferType) and isinstance(buf.encoding, SwizzledShared)
-    if not ldmatrix.fits(enc, elem):
-        raise ValueError(f"a shared-memory buffer is read only into a 16-bit tensor-core operand (by ldmatrix), "
-                         f"not into {enc}")
+    wgmma = isinstance(enc, MmaOperand) and enc.parent.version == 3 and bool(buf.encoding.block)
+    if not (wgmma or ldmatrix.fits(enc, elem)):
+        raise ValueError(f"a shared-memory buffer is read only into a tensor-core operand (a 16-bit one by "
+                         f"ldmatrix, a wgmma one from swizzle atoms), not into {enc}")
     assert isinstance(enc, MmaOperand)
     dst = ctx.layout(op.result)
     ctx.shared_operands[op.result] = ldmatrix.SharedOperand(elem, dst, buf.encoding, args[0][0], enc.op_idx)

@@ -8,9 +8,12 @@ result and K step, both operands read from shared memory through descriptors (`g
     wgmma.wait_group 0                 or 1 for an asynchronous dot of a pipelined loop, whose
                                        loop ends with wait_group 0 (`settle`)
 
-An operand that a pipelined loop copied into its ring is read in place (the slot's layout has
-swizzle atoms); another is first stored into an atom-laid scratch buffer, from the registers of the
-tile that was converted to the operand (the conversion itself emits nothing). The
+An operand that a pipelined loop copied into its ring, or that `gpuir.hoist` kept in a buffer, is
+read in place (the layout has swizzle atoms). A dot marked `operand_a = "registers"` (A is another
+dot's result: attention's P) takes A from registers, four 32-bit pairs per thread and K step in the
+A fragment of mma.sync's m16n8k16 (`MmaOperand(0, Mma(3, ...))`, which an accumulator of the same warps
+already is: nothing moves). Another operand is first stored into an atom-laid scratch buffer, from
+the registers of the tile that was converted to the operand (the conversion itself emits nothing). The
 instruction is inline assembly (LLVM has no intrinsic for it); the waits are too, with the
 accumulator's registers tied through them, so that nothing reads a register before the group
 writing it has completed.
@@ -29,11 +32,11 @@ from ...gpuir import CONVERT
 from ...gpuir.mma import Mma
 from ...gpuir.pipeline import LoopPipeline
 from ...gpuir.shared import operand_shared
-from ...gpuir.wgmma import descriptor, instr_k, operand_strides, swizzle_bytes
+from ...gpuir.wgmma import INSTR_K, descriptor, instr_k, operand_strides, swizzle_bytes
 from .context import Lowering
 from .ldmatrix import SharedOperand, swizzled_offset
 from .registry import Regs
-from .smem import numel, store_elems, vector_groups
+from .smem import convert, numel, store_elems, vector_groups
 from .types import const, f32, i8, i32, i64, llvm_type, void
 
 _TIE_CHUNK = 128  # accumulator registers tied through one wait
@@ -191,20 +194,50 @@ def _warpgroup_origin(ctx: Lowering, acc: Mma, warp_bases: tuple[tuple[int, ...]
 
 
 def _instruction(
-    ctx: Lowering, kind: str, n: int, da: ir.Value, db: ir.Value, acc: list[ir.Value], tnsp: tuple[int, int], scale_d: ir.Value
+    ctx: Lowering, kind: str, n: int, a: ir.Value | list[ir.Value], db: ir.Value, acc: list[ir.Value],
+    tnsp: tuple[int, int], scale_d: ir.Value
 ) -> list[ir.Value]:
+    """One wgmma: A a descriptor, or its four 32-bit registers (which take no transpose flag)."""
     count = n // 2
     regs = ", ".join(f"${j}" for j in range(count))
     fp8 = kind in ("e4m3", "e5m2")  # K-major operands only: the instruction has no transpose flags
-    flags = "" if fp8 else f", {tnsp[0]}, {tnsp[1]}"
+    a_regs = a if isinstance(a, list) else [a]
+    a_text = f"{{{', '.join(f'${count + j}' for j in range(len(a_regs)))}}}" if isinstance(a, list) else f"${count}"
+    flags = "" if fp8 else f", {tnsp[1]}" if isinstance(a, list) else f", {tnsp[0]}, {tnsp[1]}"
+    nb = count + len(a_regs)
     text = (
-        f"{{\n.reg .pred p;\nsetp.ne.b32 p, ${count + 2}, 0;\n"
-        f"wgmma.mma_async.sync.aligned.m64n{n}k{32 if fp8 else 16}.f32.{kind}.{kind} {{{regs}}}, ${count}, "
-        f"${count + 1}, p, 1, 1{flags};\n}}"
+        f"{{\n.reg .pred p;\nsetp.ne.b32 p, ${nb + 1}, 0;\n"
+        f"wgmma.mma_async.sync.aligned.m64n{n}k{32 if fp8 else 16}.f32.{kind}.{kind} {{{regs}}}, {a_text}, "
+        f"${nb}, p, 1, 1{flags};\n}}"
     )
-    constraints = ",".join(["=f"] * count + ["l", "l", "r"] + [str(j) for j in range(count)])
-    res = ctx.asm(ir.LiteralStructType([f32] * count), text, constraints, [da, db, scale_d, *acc], side_effect=True)
+    a_constraints = ["r"] * len(a_regs) if isinstance(a, list) else ["l"]
+    constraints = ",".join(["=f"] * count + a_constraints + ["l", "r"] + [str(j) for j in range(count)])
+    res = ctx.asm(ir.LiteralStructType([f32] * count), text, constraints, [*a_regs, db, scale_d, *acc], side_effect=True)
     return [ctx.b.extract_value(res, j) for j in range(count)]
+
+
+class RegisterA:
+    """A wgmma dot's A operand in registers: its conversion's source, moved into the operand's layout
+    where it is not there already, packed two elements to a 32-bit register."""
+
+    def __init__(self, ctx: Lowering, op: Op) -> None:
+        value = op.operands[0]
+        source = value.owner.operands[0] if isinstance(value.owner, Op) and value.owner.name == CONVERT else value
+        self.ctx, self.layout = ctx, ctx.layout(value)
+        self.regs = convert(ctx, ctx.elem(value), ctx.get(source), ctx.layout(source), self.layout)
+        self.vector = ir.VectorType(llvm_type(elem_of(value.type)), 2)
+
+    def fragment(self, m0: int, k0: int) -> list[ir.Value]:
+        """The registers of the 64x16 instruction tile whose first element (for lane 0 of the
+        warpgroup's first warp) is (m0, k0): rows g and g + 8, columns 2t, 2t + 1 and 8 on."""
+        b, where = self.ctx.b, self.layout.reg_of_index
+        out = []
+        for dm, dk in ((0, 0), (8, 0), (0, 8), (8, 8)):
+            pair = ir.Constant(self.vector, None)
+            for j in (0, 1):
+                pair = b.insert_element(pair, self.regs[where[(m0 + dm, k0 + dk + j)]], const(i32, j))
+            out.append(b.bitcast(pair, i32))
+        return out
 
 
 _KINDS = {"fp16": "f16", "bf16": "bf16", "fp8e4nv": "e4m3", "fp8e5": "e5m2"}  # the instruction's operand types
@@ -230,17 +263,18 @@ def wgmma_dot(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
     b = ctx.b
     out = list(args[2])
     with ExitStack() as stack:
-        operands = [ctx.shared_operands.get(op.operands[i]) for i in (0, 1)]
-        staged = [s is None for s in operands]
-        a, bv = (s if s is not None else _stage(ctx, stack, op, i) for i, s in enumerate(operands))
+        in_registers = op.attrs.get("operand_a") == "registers"
+        register_a = RegisterA(ctx, op) if in_registers else None
+        operands = [None if in_registers and i == 0 else ctx.shared_operands.get(op.operands[i]) for i in (0, 1)]
+        staged = [s is None and not (in_registers and i == 0) for i, s in enumerate(operands)]
+        a, bv = (s if s is not None or not staged[i] else _stage(ctx, stack, op, i) for i, s in enumerate(operands))
         if any(staged):
             ctx.call("llvm.nvvm.fence.proxy.async.shared_cta", void, [])
             ctx.barrier()
-        tnsp = tuple(int(operand_strides(s.shared, (s.layout.shape[0], s.layout.shape[1]), s.op_idx, a_elem.itemsize)[2])
-                     for s in (a, bv))
+        tnsp = tuple(0 if s is None else int(operand_strides(s.shared, (s.layout.shape[0], s.layout.shape[1]), s.op_idx,
+                                                             a_elem.itemsize)[2]) for s in (a, bv))
         if a_elem.is_fp8() and any(tnsp):
             raise ValueError(f"wgmma reads {a_elem} operands K-major only, and an operand is M- or N-major")
-        ctx.call("llvm.nvvm.wgmma.fence.sync.aligned", void, [])
         first = ctx.scale_d.get(op)
         scale_first = const(i32, 1) if first is None else b.zext(first, i32)
         if first is None and constant_value(op.operands[2]) == 0:
@@ -249,17 +283,24 @@ def wgmma_dot(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
             # and then waited for (C7517, "wgmma.wait_group is injected").
             scale_first = const(i32, 0)
             out = [ir.Constant(r.type, ir.Undefined) for r in out]
-        for k0 in range(0, a.layout.shape[1], instr_k(a_elem.itemsize)):
+        assert bv is not None
+        fragments = {(c_ll.reg_index(r0)[0], k0): register_a.fragment(c_ll.reg_index(r0)[0], k0)
+                     for k0 in range(0, bv.layout.shape[0], INSTR_K)
+                     for r0 in range(0, c_ll.num_regs, per_instr)} if register_a is not None else {}
+        ctx.call("llvm.nvvm.wgmma.fence.sync.aligned", void, [])
+        for k0 in range(0, bv.layout.shape[0], instr_k(a_elem.itemsize)):
             k = const(i32, k0)
             for r0 in range(0, c_ll.num_regs, per_instr):
                 m_s, n_s = c_ll.reg_index(r0)
                 m0 = b.add(wg_m, const(i32, m_s)) if m_s else wg_m
                 n0 = b.add(wg_n, const(i32, n_s)) if n_s else wg_n
-                da, db = _descriptor(ctx, a, (m0, k)), _descriptor(ctx, bv, (k, n0))
-                out[r0 : r0 + per_instr] = _instruction(ctx, kind, n, da, db, out[r0 : r0 + per_instr], (tnsp[0], tnsp[1]),
+                da = fragments[(m_s, k0)] if a is None else _descriptor(ctx, a, (m0, k))
+                out[r0 : r0 + per_instr] = _instruction(ctx, kind, n, da, _descriptor(ctx, bv, (k, n0)),
+                                                        out[r0 : r0 + per_instr], (tnsp[0], tnsp[1]),
                                                         scale_first if k0 == 0 else const(i32, 1))
         ctx.call("llvm.nvvm.wgmma.commit_group.sync.aligned", void, [])
-        out = wait(ctx, 1 if is_async(ctx, op) and not any(staged) else 0, out)
+        # registers of A, like staged operands, must stay unchanged until the group is complete
+        out = wait(ctx, 1 if is_async(ctx, op) and not any(staged) and register_a is None else 0, out)
     return [out]
 
 
