@@ -111,6 +111,8 @@ def main() -> None:
     from loopback import RedisServer, start_daemons
 
     work = Path(tempfile.mkdtemp(prefix="despina-tune-bench-"))
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)  # before the profiled client writes its profile there
     rows: list[list[Any]] = []
     triton: dict[str, Any] = {}
     if not args.second_client:
@@ -134,9 +136,9 @@ def main() -> None:
         profile = args.out / "second_client_profile.txt" if args.out is not None else work / "second_client_profile.txt"
         again = fresh("despina", args.size, dict(env, DESPINA_CACHE_DIR=str(work / "client-2")))
         s2 = first.stats()
-        fresh("despina", args.size, dict(env, DESPINA_CACHE_DIR=str(work / "client-2b"),
-                                         DESPINA_BENCH_PROFILE=str(profile)))
-        print(f"the second client's first launch, profiled: {profile}")
+        profiled = fresh("despina", args.size, dict(env, DESPINA_CACHE_DIR=str(work / "client-2b"),
+                                                    DESPINA_BENCH_PROFILE=str(profile)))
+        print(f"the second client's first launch, profiled: {profiled.get('error') or profile}")
         rows.append(["second client, same daemon", *times(again),
                      s2.get("compiles", 0) - s.get("compiles", 0), s2.get("benchmarks", 0) - s.get("benchmarks", 0),
                      again.get("winner", "")])
@@ -162,7 +164,6 @@ def main() -> None:
     if isinstance(triton.get("wall_s"), float) and isinstance(cold.get("wall_s"), float):
         print(f"  despina through a daemon / triton, cold: {cold['wall_s'] / triton['wall_s']:.3f}")
     if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
         with open(args.out / "autotune.csv", "w", newline="") as f:
             csv.writer(f).writerows([header, *rows])
 
