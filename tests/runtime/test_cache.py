@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import multiprocessing
@@ -185,7 +186,8 @@ def test_the_backend_digest_is_kept_and_follows_the_sources(monkeypatch: pytest.
     monkeypatch.setenv("DESPINA_CACHE_DIR", str(tmp_path / "cache"))
 
     def hashed() -> str:
-        return hashlib.sha256(b"__init__.py\0" + b"nvptx/lower.py\0" + (root / "nvptx" / "lower.py").read_bytes()).hexdigest()
+        lines = [f"{rel},{_record_hash((root / rel).read_bytes())}\n" for rel in ("__init__.py", "nvptx/lower.py")]
+        return hashlib.sha256("".join(lines).encode()).hexdigest()
 
     first = cache.backend_digest()
     kept, = (tmp_path / "cache" / "toolchain").glob("*.backend")
@@ -202,6 +204,45 @@ def test_the_backend_digest_is_kept_and_follows_the_sources(monkeypatch: pytest.
     (tmp_path / "a-file").write_text("")
     monkeypatch.setenv("DESPINA_CACHE_DIR", str(tmp_path / "a-file" / "cache"))  # cannot be written: computed
     assert cache.backend_digest() == cache.backend_digest() != second
+
+
+def _record_hash(data: bytes) -> str:
+    """A file's hash as a wheel's RECORD writes it (PEP 376: urlsafe base64 of the SHA-256, unpadded)."""
+    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def test_an_installed_wheel_s_digest_is_read_from_its_record(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """In site-packages the installer's RECORD gives every source file's hash: the digest is made from it
+    (no file read, nothing kept), and is the one the same files give where there is no RECORD."""
+    import despina.compiler.backends as backends
+
+    site = tmp_path / "site-packages"
+    root = site / "despina" / "compiler" / "backends"
+    (root / "nvptx").mkdir(parents=True)
+    sources = {"__init__.py": b"", "nvptx/lower.py": b"RULES = {}\n", "nvptx/z.py": b"Z = 1\n"}
+    for rel, data in sources.items():
+        (root / rel).write_bytes(data)
+    monkeypatch.setattr(backends, "__file__", str(root / "__init__.py"))
+    monkeypatch.setenv("DESPINA_CACHE_DIR", str(tmp_path / "cache"))
+    walked = cache.backend_digest()  # no RECORD yet: the files hashed, the digest kept
+    (tmp_path / "cache" / "toolchain").rename(tmp_path / "kept")
+    info = site / "despina-1.0.dist-info"
+    info.mkdir()
+    record = ["despina/__init__.py,sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU,0"]
+    record += [f"despina/compiler/backends/{rel},sha256={_record_hash(data)},{len(data)}" for rel, data in sources.items()]
+    record += ["despina-1.0.dist-info/RECORD,,", "despina/compiler/backends/nvptx/table.json,sha256=x,2"]
+    (info / "RECORD").write_text("\n".join(reversed(record)) + "\n")
+    assert cache.backend_digest() == walked
+    assert not (tmp_path / "cache" / "toolchain").exists()  # nothing hashed, nothing kept
+    (root / "nvptx" / "z.py").write_bytes(b"Z = 2\n")  # the files are not read: RECORD is what was installed
+    assert cache.backend_digest() == walked
+    (info / "RECORD").write_text("\n".join(record[:2]) + "\n")  # another wheel's sources: another digest
+    assert cache.backend_digest() != walked
+    (info / "RECORD").write_text("despina/compiler/backends/__init__.py,md5=abc,0\n")  # no sha256: the files
+    assert cache.backend_digest() not in (walked, "")
+    (info / "RECORD").unlink()
+    (root / "nvptx" / "z.py").write_bytes(b"Z = 1\n")
+    assert cache.backend_digest() == walked
 
 
 @pytest.mark.parametrize("name", ["numpy", "pytest", "despina", "llvmlite", "cuda-bindings", "nvidia-nvjitlink",
