@@ -38,6 +38,7 @@ from .specialization import LAUNCH_OPTIONS, Specialization
 from .tools.tensor_descriptor import expand
 
 _INTERPRET = _env.key("DESPINA_INTERPRET")
+_SERVER = _env.key("DESPINA_SERVER")
 _ENVIRON = _env.STORE
 _NO_GRID = object()
 
@@ -85,6 +86,10 @@ class JITFunction(JitCallable):
         self._bind: Callable[[Any], Callable[..., None]] | None = None  # the dispatcher's, once made
         self._last: tuple[Any, Callable[..., None] | None] = (_NO_GRID, None)  # the last grid and its launch
         self._warned_strided: set[str] = set()  # arguments warned of as non-contiguous in the interpreter
+        if _SERVER in _ENVIRON and not (interpret if interpret is not None else interpret_default()):
+            from . import remote
+
+            remote.prepare_ahead()  # the daemon's client is made while the program prepares its data
 
     @property
     def source(self) -> Source:

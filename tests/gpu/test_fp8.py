@@ -12,7 +12,6 @@ import pytest
 
 import despina
 import despina.language as tl
-from despina.runtime import driver
 
 from .test_dot import matmul, triton_cdiv
 

@@ -101,3 +101,59 @@ def test_tls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     finally:
         despina.set_server(None)  # closes the client's connections, so the daemon stops at once
         d.stop()
+
+
+def _prepared_clients(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The addresses whose client `prepare_ahead`'s thread makes, recorded; each wait joins the thread."""
+    _join_preparation()  # another test's
+    made: list[str] = []
+    real = remote._client
+    monkeypatch.setattr(remote, "_client", lambda url: made.append(url) or real(url))
+    return made
+
+
+def _join_preparation() -> None:
+    import threading
+
+    for t in threading.enumerate():
+        if t.name == "despina-prepare-ahead":
+            t.join(10)
+
+
+def test_defining_a_kernel_with_a_daemon_set_prepares_its_client(daemon: Daemon, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The gRPC client (its channel module imported, its channel made) is ready before the first launch:
+    made on a background thread when a kernel is defined with DESPINA_SERVER set, once per process,
+    and again when `set_server` names another daemon; not in the interpreter, not without a daemon."""
+    from despina.jit import JITFunction
+
+    made = _prepared_clients(monkeypatch)
+    remote._prepared.clear()
+
+    def kernel(x):  # noqa: ANN001, ANN202
+        pass
+
+    JITFunction(kernel)
+    _join_preparation()
+    assert made == []  # no daemon configured
+    monkeypatch.setenv("DESPINA_SERVER", daemon.grpc)
+    JITFunction(kernel, interpret=True)
+    _join_preparation()
+    assert made == []
+    JITFunction(kernel)
+    JITFunction(kernel)
+    _join_preparation()
+    assert made == [daemon.grpc] and isinstance(remote._clients[(daemon.grpc, None)], remote._Grpc)
+    despina.set_server(daemon.http)
+    _join_preparation()
+    assert made == [daemon.grpc, daemon.http]
+    module = vector_add(salt=unique())  # the prepared client serves the first request
+    assert remote.compile_remote(module, CompileOptions(num_warps=2), target="sm_90").cubin
+    assert made[-1] == daemon.http and len(remote._clients) == 1
+    monkeypatch.delenv("DESPINA_SERVER")
+
+
+def test_a_daemon_that_cannot_be_reached_is_prepared_silently(monkeypatch: pytest.MonkeyPatch) -> None:
+    made = _prepared_clients(monkeypatch)
+    despina.set_server(f"grpc://127.0.0.1:{free_port()}")
+    _join_preparation()
+    assert len(made) == 1  # the client of a daemon that is not there: made, no error, no connection attempted
