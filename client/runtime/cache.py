@@ -376,7 +376,7 @@ def _recorded(root: str) -> list[tuple[str, str]] | None:
     the RECORD of the installed wheel that `root` is part of; None outside one (a checkout or an editable
     install, whose RECORD lists no source under `root`)."""
     root = os.path.abspath(root)
-    site, parts = root, []
+    site, parts = root, list[str]()
     for _ in range(4):  # despina/, despina/compiler/, despina/compiler/backends/
         site, name = os.path.split(site)
         parts.insert(0, name)
