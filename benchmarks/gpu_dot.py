@@ -136,9 +136,18 @@ def fp8_matmul(kernels: dict[str, ModuleType], size: int, rounds: int) -> list[l
 
     a = torch.randn((size, size), device="cuda").to(torch.float8_e4m3fn)
     b = torch.randn((size, size), device="cuda").to(torch.float8_e4m3fn).t()
-    ref = (a.float() @ b.float()).to(torch.float16)
+    exact = a.float() @ b.float()
+    ref = exact.to(torch.float16)
     one = torch.ones((), device="cuda")
-    close = lambda c: torch.testing.assert_close(c, ref, rtol=2e-2, atol=0.5)  # noqa: E731
+    # Hopper's fp8 tensor cores add each instruction's products in about 14 bits (Triton's kernel too):
+    # the error is bounded by the magnitudes added, |a| @ |b|, plus the fp16 output's rounding. A fixed
+    # atol of 0.5 failed both compilers' kernels at 8192^3 on an H100.
+    bound = 2.0**-10 * (a.float().abs() @ b.float().abs()) + 2.0**-11 * exact.abs()
+
+    def close(c: Any) -> None:
+        err = (c.float() - exact).abs()
+        assert bool((err <= bound).all()), f"{int((err > bound).sum())} elements beyond the bound, worst {err.max()}"
+
     return [matmul_row(kernels, "matmul_kernel", "e4m3", (a, b, ref), "*fp8e4nv:16,*fp8e4nv:16,*fp16:16", config,
                        close, lambda: torch._scaled_mm(a, b, one, one, out_dtype=torch.float16), rounds)
             for config in FP8_CONFIGS]
