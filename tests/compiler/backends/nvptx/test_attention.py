@@ -127,3 +127,17 @@ def test_sm_90a_runs_both_dots_on_wgmma_with_p_from_registers(head_dim: int, cau
                           r"\{%r\d+, %r\d+, %r\d+, %r\d+\}, %rd\d+", body)) == 64 // 16
     assert "st.shared" not in body and "fence.proxy.async" not in body
     assert k.metadata["spill_stores"] == 0 and k.metadata["ptxas_warnings"] == []
+
+
+def test_p_from_an_mma_sync_dot_feeds_a_wgmma_dot_in_registers() -> None:
+    """A first dot that wgmma does not take (64x32 on 4 warps) stays on mma.sync; the second still takes
+    P in registers: mma.sync's accumulator on [4, 1] warps already holds each warp's 16 rows as wgmma's
+    A fragment wants them, so nothing goes through shared memory in the loop."""
+    consts = {"HEAD_DIM": 64, "BLOCK_M": 64, "BLOCK_N": 32, "CAUSAL": False}
+    k = despina.compile(flash_attention.attention_fwd, SIG, consts, num_warps=4, num_stages=3, target="sm_90a")
+    engines = re.findall(r'engine = "([^"]*)"', k.asm["gpuir"])
+    assert engines[0].startswith("mma.sync.m16n8k16 (not wgmma: ") and engines[1] == "wgmma.m64n64k16, A in registers"
+    body = _loop(k.asm["ptx"])
+    assert "st.shared" not in body and "fence.proxy.async" not in body
+    assert len(re.findall(r"wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 \{[^}]*\}, \{%r\d+, %r\d+, %r\d+, %r\d+\}",
+                          body)) == 32 // 16
