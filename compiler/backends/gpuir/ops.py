@@ -2,7 +2,8 @@
 tile ops are.
 
 Layout assignment inserts `convert_layout`, `hoist` keeps loop-invariant tensor-core operands in
-shared memory with `local_alloc` and `local_load`; the backend's stages key their rules by both catalogues
+shared memory with `local_alloc` and `local_load`, `staging` stores the other wgmma operands into
+buffers of their own with `local_store`; the backend's stages key their rules by both catalogues
 (`ir.registry.OpRegistry`), so a lowering rule for an op defined nowhere is refused on import. The
 GPU passes record their decisions on tile ops as attributes (`GPU_ATTRS`: a dot's engine and where its
 wgmma reads A, a loop's pipeline, a load's asynchronous copy, a division's rounding), which the GPU-IR
@@ -17,11 +18,12 @@ from typing import Any
 from ...ir.attrs import Attr, attrs_error, enum, optional
 from ...ir.core import Block, IRError, Op, Value
 from ...ir.ops import OPS, OpDef
-from ...ir.types import BufferType, TileType, Type
+from ...ir.types import BufferType, ScalarType, TileType, Type
 
 CONVERT = "convert_layout"
 LOCAL_ALLOC = "local_alloc"
 LOCAL_LOAD = "local_load"
+LOCAL_STORE = "local_store"
 
 
 def _convert_layout(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
@@ -32,9 +34,19 @@ def _convert_layout(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) ->
 
 
 def _local_alloc(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
-    if len(t) != 1 or not isinstance(t[0], TileType):
-        raise IRError(f"'{LOCAL_ALLOC}' takes 1 tile, got {', '.join(map(str, t)) or 'none'}")
+    if not t and "shape" in a and "dtype" in a and isinstance(a["dtype"], ScalarType):
+        return [BufferType(tuple(a["shape"]), a["dtype"])]
+    if len(t) != 1 or not isinstance(t[0], TileType) or "shape" in a or "dtype" in a:
+        raise IRError(f"'{LOCAL_ALLOC}' takes 1 tile, or none and the buffer's shape and scalar dtype, got "
+                      f"{', '.join(map(str, t)) or 'none'} and {', '.join(sorted(a)) or 'no attributes'}")
     return [BufferType(t[0].shape, t[0].element_ty)]
+
+
+def _local_store(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
+    if len(t) != 2 or not isinstance(t[0], BufferType) or t[1] != TileType(t[0].shape, t[0].element_ty):
+        raise IRError(f"'{LOCAL_STORE}' takes a shared-memory buffer and a tile of its shape and type, got "
+                      f"{', '.join(map(str, t)) or 'none'}")
+    return []
 
 
 def _local_load(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
@@ -45,9 +57,12 @@ def _local_load(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> lis
 
 GPU_OPS: dict[str, OpDef] = {
     CONVERT: OpDef(CONVERT, _convert_layout),
-    # A buffer in shared memory that holds the tile for the rest of the kernel (written once: buffers
-    # are values, never stored to again), and a read of it into a register layout.
-    LOCAL_ALLOC: OpDef(LOCAL_ALLOC, _local_alloc, side_effects=True),
+    # A buffer in shared memory for the rest of the kernel: holding the tile it is made from (never
+    # stored to again), or empty (`shape` and `dtype`) until `local_store` writes a tile into it, which
+    # replaces what it held (a loop's staged operand, every iteration); and a read into a register layout.
+    LOCAL_ALLOC: OpDef(LOCAL_ALLOC, _local_alloc, {"shape": optional("ints"), "dtype": optional("type")},
+                       side_effects=True),
+    LOCAL_STORE: OpDef(LOCAL_STORE, _local_store, side_effects=True),
     LOCAL_LOAD: OpDef(LOCAL_LOAD, _local_load),
 }
 

@@ -17,6 +17,7 @@ from .assign import GpuFunction, assign_layouts
 from .division import mark_wgmma_divisions
 from .hoist import hoist_invariant_converts
 from .pipeline import plan_pipelines
+from .staging import stage_wgmma_operands
 from .verifier import verify_gpuir
 
 GpuPass = Callable[[GpuFunction, CompileOptions], None]
@@ -24,6 +25,7 @@ GpuPass = Callable[[GpuFunction, CompileOptions], None]
 GPU_PASSES: list[tuple[str, GpuPass]] = [
     ("hoist_invariant_converts", lambda gpu, options: hoist_invariant_converts(gpu)),
     ("plan_pipelines", lambda gpu, options: plan_pipelines(gpu, options.num_stages)),
+    ("stage_wgmma_operands", lambda gpu, options: stage_wgmma_operands(gpu)),
     ("mark_wgmma_divisions", lambda gpu, options: mark_wgmma_divisions(gpu)),
 ]
 

@@ -37,7 +37,7 @@ from ...ir.types import ScalarType, TileType, elem_of, float8e4nv, float8e5
 from .access import access_dim, access_width
 from .assign import CONVERT, GpuFunction
 from .mma import Mma, MmaOperand
-from .ops import gpu_opdef
+from .ops import LOCAL_ALLOC, LOCAL_LOAD, gpu_opdef
 from .shared import SwizzledShared, operand_shared
 from .wgmma import RESERVED_BYTES, SHARED_BYTES, SM_SHARED_BYTES
 
@@ -221,7 +221,7 @@ def plan_loop(gpu: GpuFunction, loop: Op, num_stages: int, users: dict[Value, li
     current = _current(body, loop, ahead, carried, skip, users)
     order = tuple(op for op in body.ops if op in ahead)
     wgmma = any(a.shared.block for a in loads)
-    asynchronous = _async_dots(gpu, body, users) if wgmma else frozenset()
+    asynchronous = _async_dots(gpu, body, users, {a.convert for a in loads}) if wgmma else frozenset()
     slot_bytes = sum(a.slot_bytes for a in loads)
     return LoopPipeline(stages, tuple(loads), order, tuple(sorted(carried)), frozenset(current), wgmma, asynchronous,
                         _spare_slot(stages, slot_bytes))
@@ -242,9 +242,11 @@ def _only_user(users: dict[Value, list[Op]], v: Value, op: Op) -> bool:
     return len(found) == 1 and found[0] is op
 
 
-def _async_dots(gpu: GpuFunction, body: Block, users: dict[Value, list[Op]]) -> frozenset[Op]:
-    """The wgmma dots of the body whose accumulator is a carried value that only they read and whose
-    result only goes to the next iteration (`acc = tl.dot(a, b, acc)`)."""
+def _async_dots(gpu: GpuFunction, body: Block, users: dict[Value, list[Op]], ring: set[Op]) -> frozenset[Op]:
+    """The wgmma dots of the body whose accumulator is a carried value that only they read, whose
+    result only goes to the next iteration (`acc = tl.dot(a, b, acc)`), and whose operands stay put
+    while their group runs: ring slots (`ring`, the pipelined loads' conversions) or buffers made
+    once (`hoist`); not A in registers, not an operand that `staging` stores again every iteration."""
     yields = body.terminator
     assert yields is not None
     found: set[Op] = set()
@@ -255,9 +257,22 @@ def _async_dots(gpu: GpuFunction, body: Block, users: dict[Value, list[Op]]) -> 
         acc = op.operands[2]
         if acc.owner is not body or acc.index == 0 or not _only_user(users, acc, op):
             continue
+        if op.attrs.get("operand_a") == "registers" or not all(_stays(v, ring) for v in op.operands[:2]):
+            continue
         if _only_user(users, op.result, yields) and yields.operands[acc.index - 1] is op.result:
             found.add(op)
     return frozenset(found)
+
+
+def _stays(operand: Value, ring: set[Op]) -> bool:
+    """Whether a wgmma operand lies in a ring slot or in a buffer made once from a tile (`hoist`)."""
+    owner = operand.owner
+    if not isinstance(owner, Op):
+        return False
+    if owner in ring:
+        return True
+    made = owner.operands[0].owner if owner.name == LOCAL_LOAD else None
+    return isinstance(made, Op) and made.name == LOCAL_ALLOC and bool(made.operands)
 
 
 def plan_pipelines(gpu: GpuFunction, num_stages: int) -> None:

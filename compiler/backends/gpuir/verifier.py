@@ -4,8 +4,8 @@
   the GPU passes' (`ops.GPU_ATTRS`);
 - its result types are what its type rule gives for its operands, encodings aside;
 - every tile value's type names an encoding of the tile's rank that places the tile on the kernel's
-  warps of 32 lanes; every shared-memory buffer's a shared layout of its rank, and only `local_load`
-  reads a buffer;
+  warps of 32 lanes; every shared-memory buffer's a shared layout of its rank, only `local_load`
+  reads a buffer and only `local_store` writes one (made empty by `local_alloc`);
 - the values that layout assignment puts in one layout class are in one layout: the operands and
   results of an op whose rule is `same_layout` or `memory_access`, the values a loop carries (init,
   region argument, yield, result) and a branch's results. Two values of one shape may name different
@@ -25,7 +25,7 @@ from ...ir.types import BufferType, TileType
 from ..errors import BackendError
 from .assign import ONE_LAYOUT, RULES, GpuFunction
 from .encodings import Encoding
-from .ops import LOCAL_LOAD, infer_gpu, plain
+from .ops import LOCAL_ALLOC, LOCAL_LOAD, LOCAL_STORE, infer_gpu, plain
 from .shared import SwizzledShared
 
 
@@ -79,8 +79,12 @@ class _Verifier:
             raise self.fail(op, f"{what} {ty}: {e}") from None
 
     def op(self, op: Op) -> None:
-        if op.name != LOCAL_LOAD and any(isinstance(v.type, BufferType) for v in op.operands):
-            raise self.fail(op, f"only {LOCAL_LOAD} reads a shared-memory buffer")
+        if op.name not in (LOCAL_LOAD, LOCAL_STORE) and any(isinstance(v.type, BufferType) for v in op.operands):
+            raise self.fail(op, f"only {LOCAL_LOAD} and {LOCAL_STORE} take a shared-memory buffer")
+        if op.name == LOCAL_STORE and not (isinstance(op.operands[0].owner, Op) and op.operands[0].owner.name == LOCAL_ALLOC
+                                           and not op.operands[0].owner.operands):
+            raise self.fail(op, f"{LOCAL_STORE} writes only into a buffer that an empty {LOCAL_ALLOC} made "
+                                "(one made from a tile holds it for the rest of the kernel)")
         try:
             types = infer_gpu(op.name, [v.type for v in op.operands], op.attrs, op.regions)
         except IRError as e:

@@ -1,6 +1,7 @@
 """A loop-invariant dot operand is converted once, before the loop, or kept in a shared-memory
 buffer (`local_alloc` before the loop, `local_load` in it) when it is a 16-bit mma.sync operand
-(gpuir/hoist.py); buffers take shared layouts, and only `local_load` reads them."""
+(gpuir/hoist.py); buffers take shared layouts, and only `local_load` reads them (`local_store`, which
+writes one, is tested with gpuir/staging.py)."""
 
 from __future__ import annotations
 
@@ -69,10 +70,11 @@ def test_a_buffer_takes_a_shared_layout() -> None:
         verify_gpuir(gpu)
 
 
-def test_only_local_load_reads_a_buffer() -> None:
+def test_only_local_load_and_local_store_take_a_buffer() -> None:
     gpu, alloc, read = _buffered()
     read.name = "convert_layout"
-    with pytest.raises(GpuIRError, match="op 'convert_layout'.*: only local_load reads a shared-memory buffer"):
+    with pytest.raises(GpuIRError, match="op 'convert_layout'.*: only local_load and local_store take a "
+                                         "shared-memory buffer"):
         verify_gpuir(gpu)
 
 

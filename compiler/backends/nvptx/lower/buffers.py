@@ -1,11 +1,14 @@
-"""Shared-memory buffers as values: `local_alloc` stores a tile once, `local_load` reads it back.
+"""Shared-memory buffers: `local_alloc` makes one (holding a tile, or empty), `local_store` writes a
+tile into an empty one's, `local_load` reads one.
 
 A buffer's one register is its address in shared memory. `local_alloc` takes a buffer of its own for
 the rest of the kernel (`Lowering.shared`, which reuses no byte of it) and stores the tile in the
 buffer type's swizzled layout; a barrier makes the stores visible before any read (and a proxy fence
-before it, to wgmma's reads of a buffer in swizzle atoms). `local_load` into a tensor-core operand
-produces no instruction: its dots read the buffer with `ldmatrix` a K step at a time (`lower/mma.py`)
-or through wgmma's descriptors (`lower/wgmma.py`), so the operand takes no registers across a loop
+before it, to wgmma's reads of a buffer in swizzle atoms). `local_store` does the same into an empty
+buffer, after a barrier: every thread has finished with what it held (the dots that read it wait for
+their group before their warps go on). `local_load` into a tensor-core operand produces no
+instruction: its dots read the buffer with `ldmatrix` a K step at a time (`lower/mma.py`) or through
+wgmma's descriptors (`lower/wgmma.py`), so the operand takes no registers across a loop
 (`gpuir.hoist`).
 """
 
@@ -16,13 +19,13 @@ import llvmlite.ir as ir
 from ....ir.core import Op
 from ....ir.types import BufferType
 from ...gpuir.mma import MmaOperand
-from ...gpuir.ops import LOCAL_ALLOC, LOCAL_LOAD
+from ...gpuir.ops import LOCAL_ALLOC, LOCAL_LOAD, LOCAL_STORE
 from ...gpuir.shared import SwizzledShared
 from . import ldmatrix
 from .context import Lowering
 from .registry import Regs, lowering
 from .smem import elem_bytes, numel
-from .types import void
+from .types import const, i8, i32, void
 from .wgmma import align_smem
 
 
@@ -37,11 +40,29 @@ def local_alloc(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
     placed = ctx.shared.alloc(numel(buf.shape) * elem_bytes(elem), *((1024,) if atoms else ()))
     if placed.barrier:
         ctx.barrier()
+    ctx.buffers[op.result] = placed.offset
+    if not op.operands:  # empty until a local_store
+        return [[ctx.b.gep(ctx.smem_base(), [const(i32, placed.offset)], source_etype=i8)]]
     base = ldmatrix.store_swizzled(ctx, elem, args[0], ctx.layout(op.operands[0]), buf.encoding, placed.offset)
+    _publish(ctx, atoms)
+    return [[base]]
+
+
+@lowering(LOCAL_STORE)
+def local_store(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
+    buf, tile = op.operands
+    assert isinstance(buf.type, BufferType) and isinstance(buf.type.encoding, SwizzledShared)
+    ctx.barrier()  # what the buffer held is read by every thread (and every wgmma group) that reads it
+    ldmatrix.store_swizzled(ctx, ctx.elem(tile), args[1], ctx.layout(tile), buf.type.encoding, ctx.buffers[buf])
+    _publish(ctx, bool(buf.type.encoding.block))
+    return []
+
+
+def _publish(ctx: Lowering, atoms: bool) -> None:
+    """Make a buffer's stores visible to every thread, and to wgmma's reads (the async proxy) when in atoms."""
     if atoms:
         ctx.call("llvm.nvvm.fence.proxy.async.shared_cta", void, [])
     ctx.barrier()
-    return [[base]]
 
 
 @lowering(LOCAL_LOAD)

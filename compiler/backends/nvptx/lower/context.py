@@ -97,6 +97,8 @@ class Lowering:
         self.shared_operands: dict[Value, SharedOperand] = {}
         """Dot operands (by value) that lie in shared memory, read by the dot itself (ring slots of
         pipelined loads: `lower/pipeline.py`)."""
+        self.buffers: dict[Value, int] = {}
+        """The byte offset in shared memory of each `local_alloc`'s buffer (`lower/buffers.py`)."""
         self.scale_d: dict[Op, ir.Value] = {}
         """wgmma dots (by op) whose first K step adds the accumulator only where this i1 is true:
         the first iteration of a loop whose accumulator starts at zero (`lower/wgmma.py`)."""

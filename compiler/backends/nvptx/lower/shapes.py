@@ -22,7 +22,7 @@ from .types import const, i32
 def convert_layout(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
     src, dst, elem = ctx.layout(op.operands[0]), ctx.layout(op.result), ctx.elem(op.result)
     enc = ctx.gpu.encoding(op.result)
-    if isinstance(enc, MmaOperand) and enc.parent.version == 3:  # wgmma stores the source (lower/wgmma.py)
+    if isinstance(enc, MmaOperand) and enc.parent.version == 3:  # wgmma reads its ring slot, or A's source registers
         return [[ir.Constant(ctx.ltype(op.result), None)] * dst.num_regs]
     if ldmatrix.fits(enc, elem) and not (src.same_threads(dst) and set(dst.reg_of_index) <= set(src.reg_of_index)):
         assert isinstance(enc, MmaOperand)

@@ -8,20 +8,18 @@ result and K step, both operands read from shared memory through descriptors (`g
     wgmma.wait_group 0                 or 1 for an asynchronous dot of a pipelined loop, whose
                                        loop ends with wait_group 0 (`settle`)
 
-An operand that a pipelined loop copied into its ring, or that `gpuir.hoist` kept in a buffer, is
-read in place (the layout has swizzle atoms). A dot marked `operand_a = "registers"` (A is another
-dot's result: attention's P) takes A from registers, four 32-bit pairs per thread and K step in the
-A fragment of mma.sync's m16n8k16 (`MmaOperand(0, Mma(3, ...))`, which an accumulator of the same warps
-already is: nothing moves). Another operand is first stored into an atom-laid scratch buffer, from
-the registers of the tile that was converted to the operand (the conversion itself emits nothing). The
+An operand lies in shared memory in swizzle atoms, read in place: in a pipelined loop's ring, in a
+buffer `gpuir.hoist` made of a loop invariant, or in one `gpuir.staging` stores it into (a buffer
+that a loop writes again, so a dot reading one waits for its group before going on). A dot marked
+`operand_a = "registers"` (A is another dot's result: attention's P) takes A from registers, four
+32-bit pairs per thread and K step in the A fragment of mma.sync's m16n8k16 (`MmaOperand(0, Mma(3,
+...))`, which an accumulator of the same warps already is: nothing moves). The
 instruction is inline assembly (LLVM has no intrinsic for it); the waits are too, with the
 accumulator's registers tied through them, so that nothing reads a register before the group
 writing it has completed.
 """
 
 from __future__ import annotations
-
-from contextlib import ExitStack
 
 import llvmlite.ir as ir
 
@@ -31,13 +29,12 @@ from ....passes.rewrite import constant_value
 from ...gpuir import CONVERT
 from ...gpuir.mma import Mma
 from ...gpuir.pipeline import LoopPipeline
-from ...gpuir.shared import operand_shared
 from ...gpuir.wgmma import INSTR_K, descriptor, instr_k, operand_strides, swizzle_bytes
 from .context import Lowering
 from .ldmatrix import SharedOperand, swizzled_offset
 from .registry import Regs
-from .smem import convert, numel, store_elems, vector_groups
-from .types import const, f32, i8, i32, i64, llvm_type, void
+from .smem import convert
+from .types import const, f32, i32, i64, llvm_type, void
 
 _TIE_CHUNK = 128  # accumulator registers tied through one wait
 
@@ -138,25 +135,12 @@ class ZeroStart:
                 for j, regs in enumerate(results)]
 
 
-def _stage(ctx: Lowering, stack: ExitStack, op: Op, i: int) -> SharedOperand:
-    """Operand `i` stored into a scratch buffer laid out in swizzle atoms, from the registers of the
-    value that its conversion converts (which wgmma spares: `shapes.convert_layout`), contiguous
-    along the dimension they walk in vectors."""
-    b = ctx.b
-    value = op.operands[i]
-    if isinstance(value.owner, Op) and value.owner.name == CONVERT:
-        value = value.owner.operands[0]
-    elem, ll, regs = elem_of(value.type), ctx.layout(value), ctx.get(value)
-    size = elem.itemsize
-    shape = (ll.shape[0], ll.shape[1])
-    swz = operand_shared(ll, i, size, k_major=size == 1).atoms()
-    contig, rows = swz.order
-    buffer = stack.enter_context(ctx.scratch(numel(shape) * size, 1024))
-    for group in vector_groups(ll, elem, dim=contig):
-        idx = ctx.index(ll, group[0])
-        store_elems(ctx, elem, swizzled_offset(ctx, swz, shape, idx[rows], idx[contig]), [regs[r] for r in group], buffer)
-    base = b.gep(ctx.smem_base(), [const(i32, buffer)], source_etype=i8) if buffer else ctx.smem_base()
-    return SharedOperand(elem, ctx.layout(op.operands[i]), swz, base, i)
+def _shared(ctx: Lowering, op: Op, i: int) -> SharedOperand:
+    found = ctx.shared_operands.get(op.operands[i])
+    if found is None:
+        raise ValueError(f"wgmma operand {i} lies in no shared-memory buffer or ring slot (gpuir.staging stores "
+                         "such operands)")
+    return found
 
 
 def _descriptor(ctx: Lowering, operand: SharedOperand, index: tuple[ir.Value, ir.Value]) -> ir.Value:
@@ -244,6 +228,8 @@ _KINDS = {"fp16": "f16", "bf16": "bf16", "fp8e4nv": "e4m3", "fp8e5": "e5m2"}  # 
 
 
 def is_async(ctx: Lowering, op: Op) -> bool:
+    """Whether `op` leaves its group in flight: a pipelined loop's dot whose operands stay put while it runs
+    (`gpuir.pipeline`: not A's registers, not a buffer that a local_store writes again)."""
     return any(op in plan.async_dots for plan in ctx.gpu.pipelines.values())
 
 
@@ -262,45 +248,37 @@ def wgmma_dot(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
     align_smem(ctx)
     b = ctx.b
     out = list(args[2])
-    with ExitStack() as stack:
-        in_registers = op.attrs.get("operand_a") == "registers"
-        register_a = RegisterA(ctx, op) if in_registers else None
-        operands = [None if in_registers and i == 0 else ctx.shared_operands.get(op.operands[i]) for i in (0, 1)]
-        staged = [s is None and not (in_registers and i == 0) for i, s in enumerate(operands)]
-        a, bv = (s if s is not None or not staged[i] else _stage(ctx, stack, op, i) for i, s in enumerate(operands))
-        if any(staged):
-            ctx.call("llvm.nvvm.fence.proxy.async.shared_cta", void, [])
-            ctx.barrier()
-        tnsp = tuple(0 if s is None else int(operand_strides(s.shared, (s.layout.shape[0], s.layout.shape[1]), s.op_idx,
-                                                             a_elem.itemsize)[2]) for s in (a, bv))
-        if a_elem.is_fp8() and any(tnsp):
-            raise ValueError(f"wgmma reads {a_elem} operands K-major only, and an operand is M- or N-major")
-        first = ctx.scale_d.get(op)
-        scale_first = const(i32, 1) if first is None else b.zext(first, i32)
-        if first is None and constant_value(op.operands[2]) == 0:
-            # `tl.dot(a, b)` or a zero accumulator outside a loop: the first K step ignores it (scale-d 0)
-            # instead of 64 register moves a tile, which ptxas interleaved with the first tile's product
-            # and then waited for (C7517, "wgmma.wait_group is injected").
-            scale_first = const(i32, 0)
-            out = [ir.Constant(r.type, ir.Undefined) for r in out]
-        assert bv is not None
-        fragments = {(c_ll.reg_index(r0)[0], k0): register_a.fragment(c_ll.reg_index(r0)[0], k0)
-                     for k0 in range(0, bv.layout.shape[0], INSTR_K)
-                     for r0 in range(0, c_ll.num_regs, per_instr)} if register_a is not None else {}
-        ctx.call("llvm.nvvm.wgmma.fence.sync.aligned", void, [])
-        for k0 in range(0, bv.layout.shape[0], instr_k(a_elem.itemsize)):
-            k = const(i32, k0)
-            for r0 in range(0, c_ll.num_regs, per_instr):
-                m_s, n_s = c_ll.reg_index(r0)
-                m0 = b.add(wg_m, const(i32, m_s)) if m_s else wg_m
-                n0 = b.add(wg_n, const(i32, n_s)) if n_s else wg_n
-                da = fragments[(m_s, k0)] if a is None else _descriptor(ctx, a, (m0, k))
-                out[r0 : r0 + per_instr] = _instruction(ctx, kind, n, da, _descriptor(ctx, bv, (k, n0)),
-                                                        out[r0 : r0 + per_instr], (tnsp[0], tnsp[1]),
-                                                        scale_first if k0 == 0 else const(i32, 1))
-        ctx.call("llvm.nvvm.wgmma.commit_group.sync.aligned", void, [])
-        # registers of A, like staged operands, must stay unchanged until the group is complete
-        out = wait(ctx, 1 if is_async(ctx, op) and not any(staged) and register_a is None else 0, out)
+    register_a = RegisterA(ctx, op) if op.attrs.get("operand_a") == "registers" else None
+    a, bv = (None if register_a is not None and i == 0 else _shared(ctx, op, i) for i in (0, 1))
+    assert bv is not None
+    tnsp = tuple(0 if s is None else int(operand_strides(s.shared, (s.layout.shape[0], s.layout.shape[1]), s.op_idx,
+                                                         a_elem.itemsize)[2]) for s in (a, bv))
+    if a_elem.is_fp8() and any(tnsp):
+        raise ValueError(f"wgmma reads {a_elem} operands K-major only, and an operand is M- or N-major")
+    first = ctx.scale_d.get(op)
+    scale_first = const(i32, 1) if first is None else b.zext(first, i32)
+    if first is None and constant_value(op.operands[2]) == 0:
+        # `tl.dot(a, b)` or a zero accumulator outside a loop: the first K step ignores it (scale-d 0)
+        # instead of 64 register moves a tile, which ptxas interleaved with the first tile's product
+        # and then waited for (C7517, "wgmma.wait_group is injected").
+        scale_first = const(i32, 0)
+        out = [ir.Constant(r.type, ir.Undefined) for r in out]
+    fragments = {(c_ll.reg_index(r0)[0], k0): register_a.fragment(c_ll.reg_index(r0)[0], k0)
+                 for k0 in range(0, bv.layout.shape[0], INSTR_K)
+                 for r0 in range(0, c_ll.num_regs, per_instr)} if register_a is not None else {}
+    ctx.call("llvm.nvvm.wgmma.fence.sync.aligned", void, [])
+    for k0 in range(0, bv.layout.shape[0], instr_k(a_elem.itemsize)):
+        k = const(i32, k0)
+        for r0 in range(0, c_ll.num_regs, per_instr):
+            m_s, n_s = c_ll.reg_index(r0)
+            m0 = b.add(wg_m, const(i32, m_s)) if m_s else wg_m
+            n0 = b.add(wg_n, const(i32, n_s)) if n_s else wg_n
+            da = fragments[(m_s, k0)] if a is None else _descriptor(ctx, a, (m0, k))
+            out[r0 : r0 + per_instr] = _instruction(ctx, kind, n, da, _descriptor(ctx, bv, (k, n0)),
+                                                    out[r0 : r0 + per_instr], (tnsp[0], tnsp[1]),
+                                                    scale_first if k0 == 0 else const(i32, 1))
+    ctx.call("llvm.nvvm.wgmma.commit_group.sync.aligned", void, [])
+    out = wait(ctx, 1 if is_async(ctx, op) else 0, out)
     return [out]
 
 
