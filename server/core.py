@@ -156,6 +156,7 @@ class CompileService:
         self.toolchain = toolchain(config.compiler)
         self.owner = uuid.uuid4().hex
         self._flights: dict[str, _Flight] = {}
+        self._writes: set[asyncio.Task[None]] = set()  # disk copies of lower tiers' hits, written after the answer
         # nvJitLink's verdict on lowered PTX, by (key, ISA version): None when it links, else its log.
         self._ptx_checks: OrderedDict[tuple[str, images.Version], str | None] = OrderedDict()
         self._nvjitlink = config.verify_ptx
@@ -175,6 +176,7 @@ class CompileService:
                         "memory and disk tiers" if self.disk is not None else "memory tier")
 
     async def close(self) -> None:
+        await asyncio.gather(*self._writes)
         await self.gpu.close()
         await self.pool.close()
         if self.redis is not None:
@@ -338,10 +340,14 @@ class CompileService:
             self.metrics.disk_errors.labels("write").inc()
 
     async def _found(self, entry: Entry, disk: bool = True) -> Entry:
-        """An entry a lower tier answered, kept in the tiers above it."""
+        """An entry a lower tier answered, kept in the tiers above it: in memory at once, on disk by a task
+        that the answer does not wait for (a second daemon's first Redis hit of a tuned matmul waited
+        for its disk write; `close` waits for the writes still running)."""
         self.memory.put(entry)
-        if disk:
-            await self._disk_put(entry)
+        if disk and self.disk is not None:
+            task = asyncio.create_task(self._disk_put(entry))
+            self._writes.add(task)
+            task.add_done_callback(self._writes.discard)
         return entry
 
     async def _fetch_or_compile(self, key: str, req: CompileRequest) -> tuple[Entry, str]:
