@@ -18,6 +18,17 @@ import flash_attention  # noqa: E402
 import despina  # noqa: E402
 
 
+def _matches_sdpa(torch: Any, heads: int, n_ctx: int, head_dim: int, blocks: tuple[int, int], warps: int,
+                  causal: bool) -> None:
+    q, k, v = (torch.randn((heads, n_ctx, head_dim), device="cuda", dtype=torch.float16) for _ in range(3))
+    out = torch.empty_like(q)
+    flash_attention.attention_fwd[(despina.cdiv(n_ctx, blocks[0]), heads)](
+        q, k, v, out, 1.0 / math.sqrt(head_dim), q.stride(0), q.stride(1), n_ctx, HEAD_DIM=head_dim, BLOCK_M=blocks[0],
+        BLOCK_N=blocks[1], CAUSAL=causal, num_warps=warps)
+    ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
+    torch.testing.assert_close(out.float(), ref, rtol=2e-2, atol=2e-2)
+
+
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize(("heads", "n_ctx", "head_dim", "block", "warps"), [
     (2, 100, 32, 32, 4), (2, 256, 64, 32, 4), (2, 256, 64, 64, 4), (2, 256, 64, 64, 8), (4, 512, 64, 128, 8),
@@ -25,15 +36,8 @@ import despina  # noqa: E402
 ])
 def test_attention_matches_sdpa(torch_cuda: Any, heads: int, n_ctx: int, head_dim: int, block: int, warps: int,
                                 causal: bool) -> None:
-    torch = torch_cuda
-    torch.manual_seed(0)
-    q, k, v = (torch.randn((heads, n_ctx, head_dim), device="cuda", dtype=torch.float16) for _ in range(3))
-    out = torch.empty_like(q)
-    flash_attention.attention_fwd[(despina.cdiv(n_ctx, block), heads)](
-        q, k, v, out, 1.0 / math.sqrt(head_dim), q.stride(0), q.stride(1), n_ctx, HEAD_DIM=head_dim, BLOCK_M=block,
-        BLOCK_N=block, CAUSAL=causal, num_warps=warps)
-    ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
-    torch.testing.assert_close(out.float(), ref, rtol=2e-2, atol=2e-2)
+    torch_cuda.manual_seed(0)
+    _matches_sdpa(torch_cuda, heads, n_ctx, head_dim, (block, block), warps, causal)
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
@@ -43,13 +47,5 @@ def test_p_from_an_mma_sync_dot_into_a_wgmma_dot(torch_cuda: Any, block_m: int, 
     """On sm_90a a first dot too narrow for wgmma stays on mma.sync while the second takes P from its
     registers on wgmma (`A in registers`): P moves from one accumulator layout into the other's A
     fragment. Elsewhere both dots run on mma.sync, which this checks as well."""
-    torch = torch_cuda
-    torch.manual_seed(1)
-    heads, n_ctx, head_dim = 2, 200, 64
-    q, k, v = (torch.randn((heads, n_ctx, head_dim), device="cuda", dtype=torch.float16) for _ in range(3))
-    out = torch.empty_like(q)
-    flash_attention.attention_fwd[(despina.cdiv(n_ctx, block_m), heads)](
-        q, k, v, out, 1.0 / math.sqrt(head_dim), q.stride(0), q.stride(1), n_ctx, HEAD_DIM=head_dim, BLOCK_M=block_m,
-        BLOCK_N=block_n, CAUSAL=causal, num_warps=warps)
-    ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
-    torch.testing.assert_close(out.float(), ref, rtol=2e-2, atol=2e-2)
+    torch_cuda.manual_seed(1)
+    _matches_sdpa(torch_cuda, 2, 200, 64, (block_m, block_n), warps, causal)
