@@ -13,8 +13,8 @@ read:
     %y = dot(%x, ...)
 
 so that the GPU-IR dump shows every shared-memory buffer the dot reads and every store into one. The
-buffer lives for the kernel (`lower/buffers.py`): a loop stores into it every iteration, and the dot
-that reads it waits for its group before the next store (`lower/wgmma.py`).
+buffer lives for the kernel (`lower/buffers.py`): a loop stores into it every iteration, so the dot
+that reads it is never left running into the next one (`pipeline` makes no such dot asynchronous).
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from .ops import CONVERT, LOCAL_ALLOC, LOCAL_LOAD, LOCAL_STORE
 from .shared import operand_shared
 
 
-def _staged(gpu: GpuFunction) -> list[tuple[Op, Op]]:
-    """(dot, conversion) of each wgmma operand that no ring, buffer or register holds."""
-    in_rings = {id(a.convert) for plan in gpu.pipelines.values() for a in plan.loads}
+def _staged(gpu: GpuFunction) -> list[Op]:
+    """The conversions to each wgmma operand that no ring, buffer or register holds."""
+    in_rings = {a.convert for plan in gpu.pipelines.values() for a in plan.loads}
     found = []
     for op in gpu.fn.walk():
         enc = gpu.encoding(op.result) if op.name == "dot" else None
@@ -39,8 +39,8 @@ def _staged(gpu: GpuFunction) -> list[tuple[Op, Op]]:
             conv = op.operands[i].owner
             if i == 0 and op.attrs.get("operand_a") == "registers":
                 continue
-            if isinstance(conv, Op) and conv.name == CONVERT and id(conv) not in in_rings:
-                found.append((op, conv))
+            if isinstance(conv, Op) and conv.name == CONVERT and conv not in in_rings:
+                found.append(conv)
     return found
 
 
@@ -49,7 +49,7 @@ def stage_wgmma_operands(gpu: GpuFunction) -> None:
     an empty `local_alloc` at the kernel's entry, and the operand's conversion replaced by a
     `local_store` of its source and a `local_load`."""
     allocs = []
-    for _, conv in _staged(gpu):
+    for conv in _staged(gpu):
         src, enc = conv.operands[0], gpu.encoding(conv.result)
         ty = src.type
         assert isinstance(ty, TileType) and isinstance(enc, MmaOperand) and isinstance(ty.element_ty, ScalarType)
@@ -77,4 +77,3 @@ def _blocks(gpu: GpuFunction) -> list[Block]:
     for op in gpu.fn.walk():
         out.extend(op.regions)
     return out
-

@@ -1,5 +1,5 @@
 """Shared-memory buffers: `local_alloc` makes one (holding a tile, or empty), `local_store` writes a
-tile into an empty one's, `local_load` reads one.
+tile into one made empty, `local_load` reads one.
 
 A buffer's one register is its address in shared memory. `local_alloc` takes a buffer of its own for
 the rest of the kernel (`Lowering.shared`, which reuses no byte of it) and stores the tile in the
