@@ -243,25 +243,53 @@ def _only_user(users: dict[Value, list[Op]], v: Value, op: Op) -> bool:
 
 
 def _async_dots(gpu: GpuFunction, body: Block, users: dict[Value, list[Op]], ring: set[Op]) -> frozenset[Op]:
-    """The wgmma dots of the body whose accumulator is a carried value that only they read, whose
-    result only goes to the next iteration (`acc = tl.dot(a, b, acc)`), and whose operands stay put
-    while their group runs: ring slots (`ring`, the pipelined loads' conversions) or buffers made
-    once (`hoist`); not A in registers, not an operand that `staging` stores again every iteration."""
+    """The wgmma dots of the body that leave their group in flight into the next iteration: their result
+    only goes to the next iteration, B stays put while the group runs (a ring slot, `ring` being the
+    pipelined loads' conversions, or a buffer made once by `hoist`; not one that `staging` stores
+    again every iteration), and either
+    - A stays put too, and the accumulator is the carried value, which only the dot reads
+      (`acc = tl.dot(a, b, acc)`: the next iteration's dot is the next reader, in order), or
+    - A is in registers, derived from the result of a synchronous wgmma dot earlier in the body
+      (attention: P from S = Q K^T), and so is every operation that reads the carried accumulator
+      (`acc * alpha`): that dot's `wait_group 0` retires this group before the next iteration
+      recomputes A or reads the accumulator, which their data dependence on its result orders."""
     yields = body.terminator
     assert yields is not None
     found: set[Op] = set()
+    synchronous: list[Op] = []
     for op in body.ops:
         enc = gpu.encoding(op.result) if op.name == "dot" else None
         if not isinstance(enc, Mma) or enc.version != 3:
             continue
-        acc = op.operands[2]
-        if acc.owner is not body or acc.index == 0 or not _only_user(users, acc, op):
+        arg = next((body.args[j + 1] for j, v in enumerate(yields.operands) if v is op.result), None)
+        if arg is None or not _only_user(users, op.result, yields) or not _stays(op.operands[1], ring):
+            synchronous.append(op)
             continue
-        if op.attrs.get("operand_a") == "registers" or not all(_stays(v, ring) for v in op.operands[:2]):
+        if op.attrs.get("operand_a") != "registers":
+            if op.operands[2] is arg and _only_user(users, arg, op) and _stays(op.operands[0], ring):
+                found.add(op)
+            else:
+                synchronous.append(op)
             continue
-        if _only_user(users, op.result, yields) and yields.operands[acc.index - 1] is op.result:
+        after = [_derived(users, d.result) for d in synchronous]
+        if any(op.operands[0] in derived and all(any(v in derived for v in u.operands) for u in users.get(arg, []))
+               for derived in after):
             found.add(op)
+        else:
+            synchronous.append(op)
     return frozenset(found)
+
+
+def _derived(users: dict[Value, list[Op]], root: Value) -> set[Value]:
+    """The values computed from `root` (itself included), through the ops that read it."""
+    seen, work = {root}, [root]
+    while work:
+        for user in users.get(work.pop(), []):
+            for r in user.results:
+                if r not in seen:
+                    seen.add(r)
+                    work.append(r)
+    return seen
 
 
 def _stays(operand: Value, ring: set[Op]) -> bool:
