@@ -384,13 +384,8 @@ def _recorded(root: str) -> list[tuple[str, str]] | None:
             break
     else:
         return None
-    try:
-        infos = [n for n in os.listdir(site) if n.startswith("despina-") and n.endswith(".dist-info")]
-        if len(infos) != 1:
-            return None
-        with open(os.path.join(site, infos[0], "RECORD"), encoding="utf-8") as f:
-            lines = f.read().splitlines()
-    except OSError:
+    lines = _record_lines(site)
+    if lines is None:
         return None
     prefix = "/".join(parts) + "/"
     found = []
@@ -403,6 +398,27 @@ def _recorded(root: str) -> list[tuple[str, str]] | None:
             found.append((path[len(prefix):], value))
     found.sort(key=lambda f: f[0].split("/"))
     return found or None
+
+
+_RECORDS: dict[tuple[str, int, int], list[str]] = {}  # RECORD lines by (path, mtime_ns, size): read once a process
+
+
+def _record_lines(site: str) -> list[str] | None:
+    """The lines of the RECORD of the one `despina-*.dist-info` in `site`, None without one. Read once per
+    process while the file is unchanged (the frontend digest and the backend's both read it)."""
+    try:
+        infos = [n for n in os.listdir(site) if n.startswith("despina-") and n.endswith(".dist-info")]
+        if len(infos) != 1:
+            return None
+        path = os.path.join(site, infos[0], "RECORD")
+        st = os.stat(path)
+        key = (path, st.st_mtime_ns, st.st_size)
+        if key not in _RECORDS:
+            with open(path, encoding="utf-8") as f:
+                _RECORDS[key] = f.read().splitlines()
+        return _RECORDS[key]
+    except OSError:
+        return None
 
 
 def ir_hash(module: Module) -> str:
