@@ -226,27 +226,26 @@ def prepare_ahead() -> None:
 
 def _prepare(spec: str) -> None:
     try:
-        servers = _servers.get((spec, os.getpid()))
-        if servers is None:
-            from .remote_failover import Servers
-
-            with _lock:
-                servers = _servers.setdefault((spec, os.getpid()), Servers(spec))
-        _client(servers.candidates()[0])
+        _client(_servers_of(spec).candidates()[0])
     except Exception:  # noqa: BLE001 - reported by the first request, with its context
         pass
 
 
-def _failover(spec: str, fn: Callable[[_Client], T]) -> T:
-    """`fn` of the client of the first daemon of `spec` (one URL or several) that can be reached
-    (remote_failover.py); `ServerUnavailable` naming every address when none can."""
+def _servers_of(spec: str) -> Servers:
+    """This process's order and back-off of the daemons of `spec`."""
     servers = _servers.get((spec, os.getpid()))
     if servers is None:
         from .remote_failover import Servers
 
         with _lock:
             servers = _servers.setdefault((spec, os.getpid()), Servers(spec))
-    return servers.call(lambda address: fn(_client(address)))
+    return servers
+
+
+def _failover(spec: str, fn: Callable[[_Client], T]) -> T:
+    """`fn` of the client of the first daemon of `spec` (one URL or several) that can be reached
+    (remote_failover.py); `ServerUnavailable` naming every address when none can."""
+    return _servers_of(spec).call(lambda address: fn(_client(address)))
 
 
 def _ca() -> bytes | None:

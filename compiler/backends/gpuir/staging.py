@@ -19,8 +19,9 @@ that reads it is never left running into the next one (`pipeline` makes no such 
 
 from __future__ import annotations
 
-from ...ir.core import Block, Op
+from ...ir.core import Op
 from ...ir.types import BufferType, ScalarType, TileType
+from ...passes.rewrite import Subst, rewrite_block
 from .assign import GpuFunction
 from .mma import Mma, MmaOperand
 from .ops import CONVERT, LOCAL_ALLOC, LOCAL_LOAD, LOCAL_STORE
@@ -48,8 +49,12 @@ def stage_wgmma_operands(gpu: GpuFunction) -> None:
     """Store each wgmma operand that nothing holds in shared memory into a buffer of its own (in place):
     an empty `local_alloc` at the kernel's entry, and the operand's conversion replaced by a
     `local_store` of its source and a `local_load`."""
-    allocs = []
-    for conv in _staged(gpu):
+    staged = set(_staged(gpu))
+    allocs: list[Op] = []
+
+    def visit(conv: Op, subst: Subst) -> list[Op] | None:
+        if conv not in staged:
+            return None
         src, enc = conv.operands[0], gpu.encoding(conv.result)
         ty = src.type
         assert isinstance(ty, TileType) and isinstance(enc, MmaOperand) and isinstance(ty.element_ty, ScalarType)
@@ -58,22 +63,9 @@ def stage_wgmma_operands(gpu: GpuFunction) -> None:
         alloc = Op(LOCAL_ALLOC, [], [BufferType(ty.shape, ty.element_ty, shared)],
                    {"dtype": ty.element_ty, "shape": list(ty.shape)}, (), conv.loc)
         allocs.append(alloc)
-        block = _block_of(gpu, conv)
         store = Op(LOCAL_STORE, [alloc.result, src], [], {}, (), conv.loc)
-        block.ops.insert(next(j for j, o in enumerate(block.ops) if o is conv), store)
         conv.name, conv.operands = LOCAL_LOAD, [alloc.result]
+        return [store, conv]
+
+    rewrite_block(gpu.fn.body, visit, {})
     gpu.fn.body.ops[:0] = allocs
-
-
-def _block_of(gpu: GpuFunction, op: Op) -> Block:
-    for block in _blocks(gpu):
-        if any(o is op for o in block.ops):
-            return block
-    raise AssertionError(f"op {op.name} is in no block of the kernel")
-
-
-def _blocks(gpu: GpuFunction) -> list[Block]:
-    out = [gpu.fn.body]
-    for op in gpu.fn.walk():
-        out.extend(op.regions)
-    return out
