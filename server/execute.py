@@ -56,7 +56,7 @@ from .errors import (
     Unimplemented,
 )
 from .metrics import Metrics
-from .workers import _Worker, load_compiler, readable
+from .workers import _Worker, load_compiler
 
 log = logging.getLogger("despina.server.execute")
 START_TIMEOUT_S = 120.0
@@ -353,7 +353,7 @@ class GpuRunner:
             name = work["name"]
             self.running = name
             try:
-                status, payload = await asyncio.wait_for(self._exchange(worker, work), self.timeout_s)
+                status, payload = await asyncio.wait_for(worker.exchange(work), self.timeout_s)
             except asyncio.TimeoutError:
                 self.metrics.executes.labels("timeout").inc()
                 await self._discard()
@@ -421,13 +421,6 @@ class GpuRunner:
         log.info("GPU worker %d on %s (target %s, CUDA driver %s)", worker.pid, payload.get("device"),
                  payload.get("target"), payload.get("driver_version"))
         return payload
-
-    async def _exchange(self, worker: _Worker, work: dict[str, Any]) -> tuple[str, Any]:
-        # Buffers may be tens of MiB: the pipe is written and read off the event loop.
-        await asyncio.to_thread(worker.conn.send, work)
-        await readable(worker.conn)
-        reply: tuple[str, Any] = await asyncio.to_thread(worker.conn.recv)
-        return reply
 
     async def _discard(self) -> None:
         worker, self.worker, self.info = self.worker, None, None

@@ -25,6 +25,7 @@ from typing import Any
 from despina.compiler import lifeline as lifeline_module
 from despina.compiler.options import CompileOptions
 
+from . import pipe
 from .errors import DeadlineExceeded, Internal, InvalidArgument, ResourceExhausted, ServiceError
 from .metrics import Metrics
 
@@ -94,23 +95,6 @@ def _worker_main(conn: Connection, entry_point: str) -> None:
             conn.send(("internal", f"the compiler failed: {type(e).__name__}: {e}"))
 
 
-async def readable(conn: Connection) -> None:
-    """Wait, without blocking the event loop, until `conn` has something to read (or is closed)."""
-    loop = asyncio.get_running_loop()
-    ready: asyncio.Future[None] = loop.create_future()
-    fd = conn.fileno()
-
-    def wake() -> None:
-        if not ready.done():
-            ready.set_result(None)
-
-    loop.add_reader(fd, wake)
-    try:
-        await ready
-    finally:
-        loop.remove_reader(fd)
-
-
 def _bootstrap(main: Callable[[Connection, str], None], conn: Connection, entry_point: str, lifeline: Connection,
                parent: int, pdeathsig: bool, memory_bytes: int) -> None:
     lifeline_module.hold(lifeline.fileno(), parent, pdeathsig)
@@ -143,8 +127,12 @@ class _Worker:
         return self.process.pid or 0
 
     async def receive(self) -> Any:
-        await readable(self.conn)
-        return self.conn.recv()
+        return await pipe.receive(self.conn)
+
+    async def exchange(self, job: Any) -> Any:
+        """Send `job` and wait for the worker's answer (both without blocking the event loop: pipe.py)."""
+        await pipe.send(self.conn, job)
+        return await pipe.receive(self.conn)
 
     def kill(self) -> None:
         if self.process.is_alive():
@@ -277,8 +265,7 @@ class CompilePool:
         """What a worker answers for `job` (a compile, or one of intake.py's checks)."""
         worker = await self._take()
         try:
-            worker.conn.send(job)
-            status, payload = await asyncio.wait_for(worker.receive(), self.timeout_s)
+            status, payload = await asyncio.wait_for(worker.exchange(job), self.timeout_s)
         except asyncio.TimeoutError:
             self._replace(worker)
             raise DeadlineExceeded(f"compilation took longer than {self.timeout_s:g}s; its worker was stopped") from None
