@@ -176,3 +176,25 @@ def test_worker_sigkilled_mid_compile(tmp_path: Path) -> None:
         assert d.metric("despina_workers_replaced_total") == 1
     finally:
         d.stop()
+
+
+def test_a_large_compile_requests_ir_is_cut_out_as_protobuf_would_parse_it() -> None:
+    """A large Compile request's IR is taken out of the received bytes rather than through protobuf (two more
+    copies on the event loop); the request the core gets is the one protobuf's parse gives, for an IR sent twice
+    (the last wins), a map and options sent in pieces (merged), unknown fields, more records than an honest
+    request has; bytes that are not a request are refused as before."""
+    from despina.server.errors import InvalidArgument
+    from despina.server.grpc_transport import _cut_ir, compile_request, to_core
+
+    first = pb.CompileRequest(ir=b"\x01" * (2 << 20), target="sm_80", specialization={"a": "1"},
+                              options=pb.CompileOptions(num_warps=8)).SerializeToString()
+    second = pb.CompileRequest(ir=b"\x02" * (1 << 20), specialization={"b": "2"}, driver_version=12080,
+                               options=pb.CompileOptions(num_stages=2)).SerializeToString()
+    unknown = b"\x78\x05"  # field 15, a varint
+    crowded = pb.CompileRequest(specialization={str(i): "" for i in range(300)}).SerializeToString()
+    for data, cut in ((second, True), (first + second + unknown, True), (unknown + first, True), (first + crowded, False)):
+        assert (_cut_ir(data) is not None) == cut
+        assert compile_request(data) == to_core(pb.CompileRequest.FromString(data))
+    assert compile_request(first + second).ir == b"\x02" * (1 << 20)
+    with pytest.raises(InvalidArgument, match=r"not a serialized despina\.service\.v1\.CompileRequest"):
+        compile_request(first[:-1])
