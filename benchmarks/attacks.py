@@ -7,13 +7,15 @@ preauth       six threads, each sending 60 MB Compile messages without the daemo
 slowloris     3,000 connections that never finish their headers, reopened as the daemon closes them
 json-values   two threads posting 58 MB JSON bodies of 29 M numbers to /v1/execute
 
-The daemon side: `memory(pid)` reads its resident and peak memory from /proc; `new_clients(port, s)`
-times fresh connections' GET /healthz (what a slowloris attack takes away first).
+The daemon side: `memory(pid)` reads its resident and peak memory from /proc, `cpu_seconds(pid)` the CPU
+time a process (all its threads) has used, `children(pid)` its child processes (the compile workers);
+`new_clients(port, s)` times fresh connections' GET /healthz (what a slowloris attack takes away first).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import socket
 import subprocess
@@ -35,6 +37,30 @@ def memory(pid: int) -> dict[str, float]:
             key, _, value = line.partition(":")
             if key in ("VmRSS", "VmHWM"):
                 found["rss_mb" if key == "VmRSS" else "peak_rss_mb"] = round(int(value.split()[0]) / 1024, 1)
+    return found
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time the process has used so far, all its threads (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is `pid`."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    if int(f.read().rpartition(")")[2].split()[1]) == pid:
+                        found.append(int(name))
+            except OSError:  # gone meanwhile
+                pass
     return found
 
 

@@ -14,6 +14,10 @@ With --attack (benchmarks/attacks.py: decode-bomb, preauth, slowloris, json-valu
 while an attacker process runs, with the daemon's memory (VmRSS, VmHWM) before, during and after, new
 connections' GET /healthz, and the daemon's log lines (WARNING and up) during the attack.
 
+Every figure of 1 and 2 says how much CPU each process took while it ran, in % of one core: the daemon, its
+compile workers, this load generator, Redis and the attacker all share the host's cores (on a 2-core box,
+the load generator alone takes about a third of a core at 1,000 gRPC hits/s).
+
 Goals (issue 4): >= 2,000 hits/s on 2 cores with p99 <= 5 ms at 64 clients over gRPC; a fresh
 process's remote hit <= 5 ms beyond process start-up. Issue 13: while six decode bombs or pre-auth 60 MB
 messages run, the daemon stays under 400 MB and other clients' hits keep p99 <= 10 ms; under 3,000
@@ -84,6 +88,18 @@ async def open_loop(new_client: Client, clients: int, rate: float, seconds: floa
 
     await asyncio.gather(*(client(i) for i in range(clients)))
     return summary(latencies, time.perf_counter() - start)
+
+
+async def with_cpu(run: Awaitable[dict[str, Any]], processes: dict[str, list[int]]) -> dict[str, Any]:
+    """`run`'s figures, and the CPU each group of `processes` took meanwhile, in % of one core."""
+    def used() -> dict[str, float]:
+        return {name: sum(map(attacks.cpu_seconds, pids)) for name, pids in processes.items()}
+
+    before, start = used(), time.perf_counter()
+    figures = await run
+    after, elapsed = used(), time.perf_counter() - start
+    figures["cpu_percent"] = {name: round(100 * (after[name] - before[name]) / elapsed) for name in processes}
+    return figures
 
 
 def summary(latencies: list[float], elapsed: float) -> dict[str, float]:
@@ -176,7 +192,7 @@ def fresh_process_figures(grpc_url: str, http_url: str, salts: list[str]) -> dic
     return figures
 
 
-def under_attack(kind: str, daemon: Any, log: str, measure: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+def under_attack(kind: str, daemon: Any, log: str, measure: Callable[[int], dict[str, Any]]) -> dict[str, Any]:
     """The hit figures while `kind` attacks the daemon, its memory before, during and after, new connections'
     GET /healthz, and its log lines during the attack."""
     pid, lines_before = daemon.proc.pid, _lines(log)
@@ -184,7 +200,7 @@ def under_attack(kind: str, daemon: Any, log: str, measure: Callable[[], dict[st
     attacker = attacks.start(kind, daemon.grpc_port, daemon.http_port)
     try:
         time.sleep(3)  # the attack in full swing
-        result["hits"] = measure()
+        result["hits"] = measure(attacker.pid)
         result["new_connections_healthz"] = attacks.new_clients(daemon.http_port, 5)
         result["memory_during"] = attacks.memory(pid)
     finally:
@@ -228,24 +244,29 @@ def main() -> None:
         httpx.post(f"http://127.0.0.1:{http_port}/v1/compile", json={"ir": base64.b64encode(ir).decode()},
                    headers={"Authorization": f"Bearer {token}"} if token else {}, timeout=120).raise_for_status()
 
-        async def measure(label: str = "") -> dict[str, Any]:
+        async def measure(label: str = "", attacker: int | None = None) -> dict[str, Any]:
             calls = await transports(grpc_port, http_port, ir, token)
+            pid = daemons[0].proc.pid
+            processes = {"daemon": [pid], "compile workers": attacks.children(pid), "load generator": [os.getpid()]}
+            processes |= {"redis": [redis.proc.pid]} if redis else {}
+            processes |= {"attacker": [attacker]} if attacker else {}
             figures: dict[str, Any] = {}
             for name, new_client in calls.items():
                 warm = new_client()
                 for _ in range(50):
                     await warm()
                 for c in args.clients:
-                    figures[f"{name} closed-loop {c} clients{label}"] = await closed_loop(new_client, c, args.seconds)
+                    figures[f"{name} closed-loop {c} clients{label}"] = await with_cpu(
+                        closed_loop(new_client, c, args.seconds), processes)
                 c = max(args.clients)
-                figures[f"{name} open-loop {args.rate:g}/s over {c} clients{label}"] = await open_loop(
-                    new_client, c, args.rate, args.seconds)
+                figures[f"{name} open-loop {args.rate:g}/s over {c} clients{label}"] = await with_cpu(
+                    open_loop(new_client, c, args.rate, args.seconds), processes)
             return figures
 
         figures = asyncio.run(measure())
         if args.attack:
-            figures[f"under {args.attack}"] = under_attack(args.attack, daemons[0], log, lambda: asyncio.run(
-                measure(f" under {args.attack}")))
+            figures[f"under {args.attack}"] = under_attack(args.attack, daemons[0], log, lambda attacker: asyncio.run(
+                measure(f" under {args.attack}", attacker)))
         if redis_url and not args.attack:  # the attack runs measure the daemon under attack only
             salts = [uuid.uuid4().hex for _ in range(3)]
             for salt in salts:
