@@ -12,6 +12,7 @@ write access to Redis or the folder is not enough to plant a kernel that every d
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import json
@@ -48,9 +49,10 @@ class Entry:
     def ptx(self) -> str:
         return self.stages.get("ptx", b"").decode()
 
-    @property
+    @functools.cached_property
     def digest(self) -> str:
-        """SHA-256 of the cubin, which the client checks before it keeps the cubin."""
+        """SHA-256 of the cubin, which the client checks before it keeps the cubin: worked out once, not on
+        every hit (55 us for a 100 KB cubin)."""
         return hashlib.sha256(self.cubin).hexdigest()
 
     @property
