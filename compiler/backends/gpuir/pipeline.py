@@ -17,6 +17,18 @@ iteration, on loop-carried copies of the values they carry.
 The number of stages is the loop's own (`tl.range(..., num_stages=n)`), else the kernel's
 `num_stages` option; 1 turns pipelining off.
 
+Each slot is handed over between the copies and the threads that read it in one of two ways (the
+`handoff`, in the loop's `pipeline` attribute):
+- *mbarriers* (mma.sync dots): a full and an empty barrier per slot; each thread waits only for the
+  slot it reads next and the one it writes next, so warps drift apart by up to an iteration. On an
+  H100 (sm_90 code against Triton's mma.sync path) the tutorial matmul went from 1.00-1.09x to
+  1.02-1.11x Triton over 16 configurations, the attention forward pass from 0.92-1.03x to 0.95-1.12x.
+- *barrier* (wgmma dots): `cp.async.wait_group` and a CTA barrier at the top of every iteration,
+  which every thread meets. Measured the same way, mbarriers took d128 attention on wgmma from
+  0.99-1.13x to 0.94-1.04x Triton (d64 and the matmul unchanged); making the two warpgroups take
+  turns at the tensor cores (named barriers around each dot, as FlashAttention-3 does) did not help
+  either (0.87-1.06x).
+
 Operands of wgmma dots (`Mma(version=3)`) are stored in swizzle atoms (`SwizzledShared.atoms`), which
 the instruction reads in place through descriptors, in a ring aligned to 1024 bytes. A wgmma dot
 whose accumulator is only carried from one iteration to its own next is *asynchronous*: it waits
@@ -42,6 +54,7 @@ from .shared import SwizzledShared, operand_shared
 from .wgmma import RESERVED_BYTES, SHARED_BYTES, SM_SHARED_BYTES
 
 _COPY_BYTES = (4, 8, 16)  # what one cp.async moves
+MBARRIER_BYTES = 8
 # Pure ops that still must not run ahead: a load may read what an earlier iteration stores, and a
 # dot is no address arithmetic worth repeating.
 _NOT_AHEAD = frozenset({"load", "dot"})
@@ -74,6 +87,7 @@ class LoopPipeline:
     wgmma: bool = False  # some load feeds a wgmma dot (atoms, the ring aligned to 1024 bytes)
     async_dots: frozenset[Op] = frozenset()  # the wgmma dots that leave one group in flight
     spare_slot: bool = False  # asynchronous dots' ring has a slot more (else a second barrier)
+    handoff: str = "barrier"  # how slots pass between copies and readers: "barrier" or "mbarriers"
 
     @property
     def slots(self) -> int:
@@ -84,8 +98,12 @@ class LoopPipeline:
     def align(self) -> int:
         return 1024 if self.wgmma else 16
 
-    def ring_bytes(self) -> int:
+    def slot_ring_bytes(self) -> int:
         return self.slots * sum(a.slot_bytes for a in self.loads)
+
+    def ring_bytes(self) -> int:
+        """The slots' bytes, then the mbarriers' (a full and an empty one per slot)."""
+        return self.slot_ring_bytes() + (2 * self.slots * MBARRIER_BYTES if self.handoff == "mbarriers" else 0)
 
     def is_async(self, op: Op) -> bool:
         return any(a.load is op for a in self.loads)
@@ -224,7 +242,7 @@ def plan_loop(gpu: GpuFunction, loop: Op, num_stages: int, users: dict[Value, li
     asynchronous = _async_dots(gpu, body, users, {a.convert for a in loads}) if wgmma else frozenset()
     slot_bytes = sum(a.slot_bytes for a in loads)
     return LoopPipeline(stages, tuple(loads), order, tuple(sorted(carried)), frozenset(current), wgmma, asynchronous,
-                        _spare_slot(stages, slot_bytes))
+                        _spare_slot(stages, slot_bytes), "barrier" if wgmma else "mbarriers")
 
 
 def _spare_slot(stages: int, slot_bytes: int) -> bool:
@@ -319,6 +337,7 @@ def plan_pipelines(gpu: GpuFunction, num_stages: int) -> None:
             f"{plan.stages} stages, {len(plan.loads)} loads by cp.async, ring of {plan.ring_bytes()} bytes"
             + (f" in {plan.slots} slots, wgmma waits with 1 group in flight" if plan.async_dots else "")
             + (", copies after a second barrier" if plan.async_dots and not plan.spare_slot else "")
+            + (", slots handed over by mbarriers" if plan.handoff == "mbarriers" else "")
         )
         for a in plan.loads:
             a.load.attrs["async_copy"] = f"{a.copy_bytes}-byte copies into {a.shared}"

@@ -34,7 +34,7 @@ class Target(NamedTuple):
         return MAX_SHARED_BYTES[self.capability]
 
     def has(self, feature: str) -> bool:
-        """Whether this target has `feature` (a key of FEATURES: "wgmma", "setmaxnreg", "tma")."""
+        """Whether this target has `feature` (a key of FEATURES: "wgmma", "tma", ...)."""
         capability, arch_specific = FEATURES[feature]
         return self.capability >= capability and (self.arch_specific or not arch_specific)
 
@@ -43,13 +43,14 @@ class Target(NamedTuple):
 # target `sm_90a` has them). LLVM aborts the whole process ("Cannot select") when asked for one of
 # them on another target, so the lowering refuses them first (`refused`).
 FEATURES: dict[str, tuple[int, bool]] = {"wgmma": (90, True), "setmaxnreg": (90, True), "tma": (90, False),
-                                         "fp8 conversion": (89, False)}
+                                         "mbarrier try_wait": (90, False), "fp8 conversion": (89, False)}
 
 # How each feature is spelled as an LLVM intrinsic or a PTX instruction (in inline assembly).
 _SPELLINGS = (
     ("wgmma", ("llvm.nvvm.wgmma.", "wgmma.")),
     ("setmaxnreg", ("llvm.nvvm.setmaxnreg.", "setmaxnreg.")),
     ("tma", ("llvm.nvvm.cp.async.bulk.tensor.", "cp.async.bulk.tensor.")),
+    ("mbarrier try_wait", ("llvm.nvvm.mbarrier.try.wait.", "mbarrier.try_wait.")),
     ("fp8 conversion", ("cvt.rn.satfinite.e4m3x2.", "cvt.rn.satfinite.e5m2x2.", "cvt.rn.f16x2.e4m3x2",
                         "cvt.rn.f16x2.e5m2x2")),
 )

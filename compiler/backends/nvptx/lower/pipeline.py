@@ -1,30 +1,42 @@
 """A software-pipelined `for` loop (planned by `gpuir.pipeline`): cp.async into a ring of shared
 buffers, `num_stages - 1` iterations ahead of the tensor-core dots that read them.
 
-    prologue:  for s in 0 .. S-2: copies of iteration s into slot s; commit
-    loop i:    wait until iteration i's copies have landed (cp.async.wait_group S-2); barrier
-               the body, its dots reading slot i % S with ldmatrix
-               copies of iteration i + S-1 into the slot iteration i-1 read; commit
-    after:     cp.async.wait_group 0 (copies of iterations past the end still write zeros)
+    prologue:  for s in 0 .. S-2: copies of iteration s into slot s
+    loop i:    take slot i % slots      (every thread's copies of iteration i have landed)
+               the body, its dots reading the slot (ldmatrix, or wgmma in place)
+               give back what the body has finished reading
+               copies of iteration i + S-1 into the slot whose reads are done
+    after:     every copy landed (copies of iterations past the end still write zeros)
 
-The barrier at the top of each iteration is the only one: it makes every thread's copies of
-iteration i visible, and it is also after every thread's reads of slot i-1, which the new copies
-overwrite. Copies of iterations past the end of the loop have their size set to 0 (nothing is
-read; the slot is zero-filled), as are masked elements.
+How a slot is taken and given back is the plan's `handoff`:
+- "mbarriers" (mma.sync dots): a full and an empty barrier per slot (`mbarrier.py`), set up by
+  thread 0 before the prologue. Each thread's copies arrive on their slot's full barrier as they land
+  (`cp.async.mbarrier.arrive.noinc`); a thread takes slot i by waiting for its full barrier, arrives
+  on its empty barrier after the body, and waits for the empty barrier of the slot it writes next.
+  No CTA barrier runs in the loop. After it, `cp.async.wait_all`, a barrier, and thread 0 returns
+  the barriers' bytes.
+- "barrier" (wgmma dots): `cp.async.wait_group S-2` and a CTA barrier at the top of each iteration.
+  The barrier makes every thread's copies of iteration i visible and is after every thread's reads
+  of slot i-1, which the new copies overwrite.
+
+A wait on an mbarrier names a phase by its parity: the n-th use of a slot (from 0) is its phase n;
+a wait for the use before the first returns at once (parity 1 of a barrier in phase 0), which is
+how a slot no iteration has used yet reads as empty. An asynchronous wgmma dot's group of iteration
+i-1 is retired by iteration i's `wait_group 1`, so its slot is given back an iteration late: with a
+spare slot (gpuir.pipeline chooses) iteration i's copies go to iteration i-2's slot, else to i-1's,
+after a second barrier. Copies of iterations past the end of the loop have their size set to 0
+(nothing is read; the slot is zero-filled), as are masked elements.
 
 The copies come after the body, as in Triton's loop: an iteration starts with its ldmatrix reads
 and mma, and the copies are issued while the tensor cores work through them. Issued first, the
-copies and their address arithmetic stood between the barrier and the first mma in every iteration
+copies and their address arithmetic stood between the wait and the first mma in every iteration
 (the LDGSTS ahead of the LDSM in the memory pipeline), and the tutorial matmul ran at 0.92x
 Triton's mma.sync path on an H100 (128x128x64 and 128x256x64, 8 warps, 3 stages).
 
-wgmma dots read the slots in place (`wgmma.py`), after the same wait and barrier and no proxy fence,
-as in Triton's loop (its fence insertion fences operands stored from registers, not cp.async
-copies): `fence.proxy.async` is a MEMBAR.ALL.CTA in SASS, at the top of every iteration, and the
-tutorial matmul ran at 0.90-0.93x Triton's wgmma loop with it. An asynchronous dot's group of
-iteration i-1 may still read its slot when iteration i's copies are issued: the ring either has a
-spare slot (copies go to the slot of iteration i-2) or the copies follow a second barrier, after
-every warpgroup's wait_group 1 (gpuir.pipeline chooses); the loop ends with wait_group 0.
+wgmma dots read the slots in place (`wgmma.py`) with no proxy fence, as in Triton's loop (its fence
+insertion fences operands stored from registers, not cp.async copies): `fence.proxy.async` is a
+MEMBAR.ALL.CTA in SASS, and the tutorial matmul ran at 0.90-0.93x Triton's wgmma loop with it at
+the top of every iteration. The loop ends with wait_group 0.
 """
 
 from __future__ import annotations
@@ -34,7 +46,8 @@ import llvmlite.ir as ir
 from ....ir.core import Op
 from ....ir.types import ScalarType, elem_of
 from ...gpuir.mma import MmaOperand
-from ...gpuir.pipeline import AsyncLoad, LoopPipeline
+from ...gpuir.pipeline import MBARRIER_BYTES, AsyncLoad, LoopPipeline
+from . import mbarrier
 from .context import Lowering
 from .ldmatrix import SharedOperand, split_addresses, swizzled_offset
 from .phis import close_phis, for_header, less
@@ -103,7 +116,6 @@ class _Pipeline:
         live = less(ctx, self.signed, iv, hi)
         for i, a in enumerate(self.plan.loads):
             _copy(ctx, a, self.slot_base(i, slot), live)
-        ctx.call("llvm.nvvm.cp.async.commit.group", void, [])
         yields = self.body.terminator
         assert yields is not None
         return {j: list(ctx.get(yields.operands[j - 1])) for j in self.plan.carried}
@@ -134,47 +146,131 @@ class _Pipeline:
         return out
 
 
+class _Handoff:
+    """Slots taken and given back with `cp.async.wait_group` and CTA barriers (the "barrier" handoff)."""
+
+    def __init__(self, ctx: Lowering, plan: LoopPipeline) -> None:
+        self.ctx, self.plan = ctx, plan
+
+    def start(self) -> None:
+        """Before the prologue."""
+
+    def landing(self, slot: ir.Value) -> None:
+        """After the copies into `slot` are issued."""
+        self.ctx.call("llvm.nvvm.cp.async.commit.group", void, [])
+
+    def take(self, slot: ir.Value, phase: ir.Value) -> None:
+        """At the top of an iteration, whose tiles are in `slot`, at its `phase` of use (0 or 1)."""
+        self.ctx.call("llvm.nvvm.cp.async.wait.group", void, [const(i32, self.plan.stages - 2)])
+        self.ctx.barrier()
+
+    def give_back(self, slot: ir.Value, phase: ir.Value) -> None:
+        """After the body, before the copies of the iteration S-1 ahead."""
+        if self.plan.async_dots and not self.plan.spare_slot:  # every warpgroup's wait retired slot i-1's group
+            self.ctx.barrier()
+
+    def finish(self) -> None:
+        """After the loop."""
+        self.ctx.call("llvm.nvvm.cp.async.wait.group", void, [const(i32, 0)])
+
+
+class _Mbarriers(_Handoff):
+    """Slots handed over by a full and an empty mbarrier each, after the slots in the ring's buffer.
+
+    After its body an iteration arrives on the empty barrier of its own slot: the slot it read, or for
+    asynchronous dots (a `lag` of 1) the previous iteration's, whose group its wait has retired. The
+    copies of iteration i + S-1 go to the slot iteration i + S-1 - slots read, which iteration
+    i + S-1 - slots + lag gave back: iteration i's own slot (async dots, no spare slot) or i-1's."""
+
+    def __init__(self, ctx: Lowering, plan: LoopPipeline, offset: int) -> None:
+        super().__init__(ctx, plan)
+        self.offset = offset
+        lag = 1 if plan.async_dots else 0
+        self.back = plan.stages - 1 - plan.slots + lag
+        assert self.back in (-1, 0)
+
+    def _all(self) -> list[ir.Value]:
+        return [mbarrier.at(self.ctx, self.offset + MBARRIER_BYTES * k) for k in range(2 * self.plan.slots)]
+
+    def _at(self, slot: ir.Value, empty: bool) -> ir.Value:
+        b = self.ctx.b
+        first = self.offset + (MBARRIER_BYTES * self.plan.slots if empty else 0)
+        return mbarrier.at(self.ctx, b.add(const(i32, first), b.mul(slot, const(i32, MBARRIER_BYTES))))
+
+    def start(self) -> None:
+        mbarrier.init(self.ctx, self._all(), self.ctx.num_threads)
+
+    def landing(self, slot: ir.Value) -> None:
+        mbarrier.arrive_on_copies(self.ctx, self._at(slot, empty=False))
+
+    def take(self, slot: ir.Value, phase: ir.Value) -> None:
+        mbarrier.wait(self.ctx, self._at(slot, empty=False), phase)
+
+    def give_back(self, slot: ir.Value, phase: ir.Value) -> None:
+        b = self.ctx.b
+        mbarrier.arrive(self.ctx, self._at(slot, empty=True))
+        if self.back == 0:
+            mbarrier.wait(self.ctx, self._at(slot, empty=True), phase)
+            return
+        # The previous iteration's slot and phase; before the first iteration, the last slot's phase 1,
+        # which reads as completed.
+        first = b.icmp_unsigned("==", slot, const(i32, 0))
+        previous = b.select(first, const(i32, self.plan.slots - 1), b.sub(slot, const(i32, 1)))
+        mbarrier.wait(self.ctx, self._at(previous, empty=True), b.xor(phase, b.zext(first, i32)))
+
+    def finish(self) -> None:
+        ctx = self.ctx
+        ctx.call("llvm.nvvm.cp.async.wait.all", void, [])
+        ctx.barrier()
+        mbarrier.invalidate(ctx, self._all())
+
+
+def _write_slot(ctx: Lowering, plan: LoopPipeline, slot: ir.Value) -> ir.Value:
+    """The slot of iteration i + S-1, from iteration i's."""
+    b = ctx.b
+    if plan.slots == plan.stages:
+        return b.select(b.icmp_unsigned("==", slot, const(i32, 0)), const(i32, plan.slots - 1), b.sub(slot, const(i32, 1)))
+    forward = b.add(slot, const(i32, plan.stages - 1))
+    return b.select(b.icmp_unsigned(">=", forward, const(i32, plan.slots)), b.sub(forward, const(i32, plan.slots)), forward)
+
+
 def pipelined_for(ctx: Lowering, op: Op, args: list[Regs], plan: LoopPipeline) -> list[Regs]:
     """Lower `op` as `plan` says; the loop's results."""
     b = ctx.b
-    stages = plan.stages
+    stages, slots = plan.stages, plan.slots
     lo, hi, step = args[0][0], args[1][0], args[2][0]
     with ctx.scratch(plan.ring_bytes(), plan.align) as ring:
         if plan.wgmma:
             align_smem(ctx)
         pipe = _Pipeline(ctx, op, plan, ring)
+        hand = _Mbarriers(ctx, plan, ring + plan.slot_ring_bytes()) if plan.handoff == "mbarriers" else _Handoff(ctx, plan)
+        hand.start()
         ahead = {j: list(args[2 + j]) for j in plan.carried}
         for s in range(stages - 1):
             iv = b.add(lo, b.mul(step, const(lo.type, s))) if s else lo
             ahead = pipe.issue(iv, hi, ahead, const(i32, s))
+            hand.landing(const(i32, s))
         zero = ZeroStart(ctx, op)
-        header, exit_, ((iv,), (slot,), *rows) = for_header(
-            ctx, [[lo], [const(i32, 0)], *zero.inits(args[3:]), *ahead.values()], pipe.signed, hi)
+        header, exit_, ((iv,), (slot,), (phase,), *rows) = for_header(
+            ctx, [[lo], [const(i32, 0)], [const(i32, 0)], *zero.inits(args[3:]), *ahead.values()], pipe.signed, hi)
         zero.enter(iv, lo)
         carried, ahead_phis = rows[: len(args) - 3], rows[len(args) - 3 :]
         ctx.shared.loop_begin()
-        ctx.call("llvm.nvvm.cp.async.wait.group", void, [const(i32, stages - 2)])
-        ctx.barrier()
-        last = const(i32, plan.slots - 1)
-        if plan.slots == stages:
-            write = b.select(b.icmp_unsigned("==", slot, const(i32, 0)), last, b.sub(slot, const(i32, 1)))
-        else:  # iteration i + stages - 1 goes to slot (i + stages - 1) % slots
-            forward = b.add(slot, const(i32, stages - 1))
-            wraps = b.icmp_unsigned(">=", forward, const(i32, plan.slots))
-            write = b.select(wraps, b.sub(forward, const(i32, plan.slots)), forward)
+        hand.take(slot, phase)
+        write = _write_slot(ctx, plan, slot)
         yields = pipe.iteration(iv, [list(r) for r in carried], slot)
-        if plan.async_dots and not plan.spare_slot:  # every warpgroup's wait retired slot i-1's group
-            ctx.barrier()
+        hand.give_back(slot, phase)
         iv_ahead = b.add(iv, b.mul(step, const(lo.type, stages - 1)))
         next_ahead = pipe.issue(iv_ahead, hi, dict(zip(plan.carried, map(list, ahead_phis))), write)
+        hand.landing(write)
         ctx.loop_body_end()
         latch = b.block
-        next_slot = b.select(b.icmp_unsigned("==", slot, last), const(i32, 0), b.add(slot, const(i32, 1)))
-        close_phis([[iv], [slot], *carried, *ahead_phis],
-                   [[b.add(iv, step)], [next_slot], *yields, *next_ahead.values()], latch)
+        wraps = b.icmp_unsigned("==", slot, const(i32, slots - 1))
+        next_slot, next_phase = b.select(wraps, const(i32, 0), b.add(slot, const(i32, 1))), b.xor(phase, b.zext(wraps, i32))
+        close_phis([[iv], [slot], [phase], *carried, *ahead_phis],
+                   [[b.add(iv, step)], [next_slot], [next_phase], *yields, *next_ahead.values()], latch)
         b.branch(header)
         b.position_at_end(exit_)
-        ctx.call("llvm.nvvm.cp.async.wait.group", void, [const(i32, 0)])
+        hand.finish()
         results = [list(row) for row in carried]
     return zero.leave(settle(ctx, op, plan, results) if plan.async_dots else results, iv, lo, hi)
-

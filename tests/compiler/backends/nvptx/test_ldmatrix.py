@@ -82,5 +82,6 @@ def test_the_wide_matmul_keeps_row_and_column_addresses() -> None:
     reads = re.findall(r"ldmatrix\.sync\.aligned\.m8n8\.x4(?:\.trans)?\.shared\.b16 \{[^}]*\}, \[(%r\d+)(\+\d+)?\]", _loop(k.asm["ptx"]))
     assert len(reads) == 32 and len({base for base, _ in reads}) == 12  # split addresses would need 6
     # 252 before each loop's carried pointers had private address copies (coalesce.py), 253 since: the loop
-    # has 7 fewer 64-bit pointer adds; split addresses took 255.
-    assert k.metadata["registers"] <= 253 and k.metadata["spill_stores"] == 0
+    # has 7 fewer 64-bit pointer adds; split addresses took 255 and spilled. The mbarrier handoff takes 255
+    # without a spill (its two waits split the loop into blocks): 1.00-1.02x -> 1.05-1.06x Triton on an H100.
+    assert k.metadata["registers"] <= 255 and k.metadata["spill_stores"] == 0 and ".local" not in k.asm["ptx"]

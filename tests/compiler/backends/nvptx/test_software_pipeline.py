@@ -16,6 +16,7 @@ import despina  # noqa: E402
 import despina.language as tl  # noqa: E402
 from despina.compiler.backends.errors import BackendError  # noqa: E402
 
+from .loops import pipelined_loop  # noqa: E402
 from .test_registers import KERNELS  # noqa: E402
 
 # The benchmark's strides and sizes as a launch with 4096x4096 tensors specializes them.
@@ -27,10 +28,7 @@ def _matmul(bn: int = 128, stages: int = 3, target: str = "sm_80", sig: str = SI
     return despina.compile(KERNELS.matmul_kernel, sig, consts, num_warps=8, num_stages=stages, target=target)
 
 
-def _loop(ptx: str) -> str:
-    """The PTX of the (one) loop body: from the wait for a stage to the branch back."""
-    start = ptx.index("cp.async.wait_group \t1;") if "wait_group \t1;" in ptx else ptx.index("cp.async.wait_group")
-    return ptx[start : ptx.index("bra", start)]
+_loop = pipelined_loop
 
 
 @pytest.fixture(scope="module")
@@ -40,26 +38,31 @@ def tutorial() -> Any:
 
 def test_the_plan_shows_in_the_gpu_ir(tutorial: Any) -> None:
     gpuir = tutorial.asm["gpuir"]
-    assert 'pipeline = "3 stages, 2 loads by cp.async, ring of 98304 bytes"' in gpuir
+    assert 'pipeline = "3 stages, 2 loads by cp.async, ring of 98352 bytes, slots handed over by mbarriers"' in gpuir
     copies = re.findall(r'async_copy = "([^"]*)"', gpuir)
     assert copies == ["16-byte copies into swizzled_shared<vec=8, perPhase=1, maxPhase=8, order=[1, 0]>"] * 2
-    assert tutorial.metadata["shared"] == 3 * (128 * 64 + 64 * 128) * 2
+    assert tutorial.metadata["shared"] == 3 * (128 * 64 + 64 * 128) * 2 + 3 * 2 * 8  # and a full and an empty barrier a slot
 
 
 def test_a_pipelined_loop_copies_ahead_and_reads_with_ldmatrix(tutorial: Any) -> None:
     ptx = tutorial.asm["ptx"]
     # Per thread a stage is 4 copies of A and 4 of B: the prologue issues two stages, the loop one.
     assert ptx.count("cp.async.cg.shared.global") == 3 * 8
-    assert ptx.count("cp.async.commit_group") == 3
-    assert "cp.async.wait_group \t1;" in ptx and "cp.async.wait_group \t0;" in ptx
+    # Each stage's copies arrive on their slot's full barrier as they land; nothing waits for groups.
+    assert ptx.count("cp.async.mbarrier.arrive.noinc.shared.b64") == 3 and "cp.async.commit_group" not in ptx
+    assert ptx.count("mbarrier.init.shared.b64") == ptx.count("mbarrier.inval.shared.b64") == 2 * 3
     body = _loop(ptx)
     assert "ld.global" not in body and "st.shared" not in body  # operands never pass through registers
-    assert body.count("bar.sync") == 1
+    # No CTA barrier: a wait for the slot read (full), an arrival when done, a wait for the slot written (empty).
+    assert "bar.sync" not in body and body.count("mbarrier.test_wait.parity.shared.b64") == 2
+    assert body.count("mbarrier.arrive.shared.b64") == 1
     assert body.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 16  # A: 4 m16 tiles x 4 k16 steps
     assert body.count("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16") == 8  # B: 4 n8 tiles x 2 k32 pairs
     assert body.count("mma.sync.aligned.m16n8k16") == 64
-    # The barrier, then the reads and the mma; the copies of the next tiles only after the last mma.
-    assert body.index("bar.sync") < body.index("ldmatrix") and body.rindex("mma.sync") < body.index("cp.async.cg")
+    # The wait, then the reads and the mma; the arrival, the wait for the slot to write and the copies of
+    # the next tiles only after the last mma.
+    assert body.index("test_wait") < body.index("ldmatrix") and body.rindex("mma.sync") < body.index("mbarrier.arrive")
+    assert body.index("mbarrier.arrive") < body.rindex("test_wait") < body.index("cp.async.cg")
     assert ".local" not in ptx and tutorial.metadata["spill_stores"] == 0
 
 
@@ -70,14 +73,14 @@ def test_num_stages_1_turns_it_off() -> None:
 
 def test_large_tiles_keep_one_k_step_of_operands_live() -> None:
     k = _matmul(bn=256, stages=3)
-    assert k.metadata["spill_stores"] == 0 and k.metadata["shared"] == 3 * (128 * 64 + 64 * 256) * 2
+    assert k.metadata["spill_stores"] == 0 and k.metadata["shared"] == 3 * (128 * 64 + 64 * 256) * 2 + 3 * 2 * 8
 
 
 def test_a_configuration_over_the_shared_memory_limit_is_a_clear_error() -> None:
-    with pytest.raises(BackendError, match=r"needs 196608 bytes of shared memory .* num_stages=4; sm_80 allows "
+    with pytest.raises(BackendError, match=r"needs 196672 bytes of shared memory .* num_stages=4; sm_80 allows "
                                                r"at most 166912 a block: use fewer num_stages or smaller blocks"):
         _matmul(bn=256, stages=4)
-    assert _matmul(bn=256, stages=4, target="sm_90").metadata["shared"] == 196608
+    assert _matmul(bn=256, stages=4, target="sm_90").metadata["shared"] == 196608 + 4 * 2 * 8
 
 
 @despina.jit
@@ -100,7 +103,7 @@ def _stages(other: float, loop_stages: int | None, kernel_stages: int, k_sig: st
 def test_the_loop_s_num_stages_overrides_the_kernel_s() -> None:
     k = _stages(0.0, 4, 1)
     assert 'pipeline = "4 stages, 2 loads by cp.async' in k.asm["gpuir"]
-    assert "cp.async.wait_group \t2;" in k.asm["ptx"]
+    assert k.asm["ptx"].count("mbarrier.init.shared.b64") == 2 * 4  # 4 slots, a full and an empty barrier each
 
 
 def test_loads_that_cannot_be_copied_say_why() -> None:

@@ -15,8 +15,8 @@ import despina.language as tl  # noqa: E402
 
 @pytest.mark.parametrize(
     ("arch", "features"),
-    [("sm_80", set()), ("sm_89", {"fp8 conversion"}), ("sm_90", {"tma", "fp8 conversion"}),
-     ("sm_90a", {"wgmma", "setmaxnreg", "tma", "fp8 conversion"})],
+    [("sm_80", set()), ("sm_89", {"fp8 conversion"}), ("sm_90", {"tma", "mbarrier try_wait", "fp8 conversion"}),
+     ("sm_90a", {"wgmma", "setmaxnreg", "tma", "mbarrier try_wait", "fp8 conversion"})],
 )
 def test_features_of_each_target(arch: str, features: set[str]) -> None:
     assert {f for f in FEATURES if get_target(arch).has(f)} == features
@@ -28,6 +28,7 @@ def test_features_of_each_target(arch: str, features: set[str]) -> None:
         ("llvm.nvvm.wgmma.fence.sync.aligned", "wgmma"),
         ("llvm.nvvm.setmaxnreg.inc.sync.aligned.u32", "setmaxnreg"),
         ("llvm.nvvm.cp.async.bulk.tensor.g2s.tile.2d", "tma"),
+        ("llvm.nvvm.mbarrier.try.wait.parity.scope.cta.space.cta", "mbarrier try_wait"),
         ("{ .reg .pred p;\n setp.ne.b32 p, $2, 0;\n wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {$0}, $1; }", "wgmma"),
         ("@p setmaxnreg.dec.sync.aligned.u32 40;", "setmaxnreg"),
         ("cvt.rn.satfinite.e4m3x2.f32 $0, $1, $2;", "fp8 conversion"),

@@ -1,0 +1,26 @@
+"""Where a software-pipelined loop's body lies in a kernel's PTX (`lower/pipeline.py`)."""
+
+from __future__ import annotations
+
+import re
+
+
+def pipelined_loop(ptx: str) -> str:
+    """The PTX of the kernel's one pipelined loop body: from its wait for a stage to the branch back.
+
+    With the "mbarriers" handoff (mma.sync dots) the body starts at the first mbarrier wait (the
+    prologue only arrives) and ends with the arrival of its copies on their slot's full barrier; with
+    the "barrier" handoff (wgmma dots) it starts at `cp.async.wait_group S-2` and has no branch inside."""
+    if "cp.async.mbarrier.arrive.noinc" in ptx:
+        found = re.search(r"mbarrier\.(try|test)_wait", ptx)
+        assert found is not None, "a loop handing over by mbarriers has no mbarrier wait"
+        return ptx[found.start() : ptx.index("bra", ptx.rindex("cp.async.mbarrier.arrive.noinc"))]
+    start = ptx.index("cp.async.wait_group \t1;") if "wait_group \t1;" in ptx else ptx.index("cp.async.wait_group")
+    return ptx[start : ptx.index("bra", start)]
+
+
+def after_loop(ptx: str) -> str:
+    """The PTX after the pipelined loop's branch back."""
+    body = pipelined_loop(ptx)
+    end = ptx.index(body) + len(body)
+    return ptx[ptx.index("bra", end) :]

@@ -1,0 +1,90 @@
+"""Pipelined loops of mma.sync dots hand their ring slots over by mbarriers (`lower/pipeline.py`, the
+"mbarriers" handoff): no CTA barrier in the loop, each thread waiting for the slot it reads and the one
+it writes. On a Hopper GPU the kernels here are compiled for sm_90 (mma.sync; sm_90a's wgmma loops
+keep the CTA barrier), elsewhere for the device's own target: the tutorial matmul with ragged edges,
+fewer iterations than stages and none at all, and the attention forward pass (chained dots, causal
+and not) against torch."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import despina
+import despina.runtime.driver as driver
+
+from .test_dot import TOL, _operand, triton_cdiv, tutorial_matmul
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+
+import flash_attention  # noqa: E402
+
+# Kernel objects of their own: a launcher is cached by specialization and context, so the same kernel
+# object launched elsewhere in this process for sm_90a would be found again here.
+matmul = despina.jit(tutorial_matmul.fn)
+attention = despina.jit(flash_attention.attention_fwd.fn)
+
+
+@pytest.fixture
+def mma_sync_target(torch_cuda: Any, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The target launches compile for: sm_90 on a 9.0 device (mma.sync), else the device's own."""
+    own = driver.target_for
+    monkeypatch.setattr(driver, "target_for", lambda capability: "sm_90" if capability == (9, 0) else own(capability))
+    major, minor = torch_cuda.cuda.get_device_capability()
+    return driver.target_for((major, minor))
+
+
+# (M, N, K), (BM, BN, BK), warps: ragged M and N, K not a multiple of BK, one K step (fewer than the
+# stages), no K step at all (the prologue's copies are all empty, the loop runs no iteration)
+CASES = [
+    ((256, 256, 512), (128, 128, 64), 8),
+    ((200, 136, 208), (128, 128, 64), 8),
+    ((256, 512, 320), (128, 256, 64), 8),
+    ((96, 80, 16), (64, 64, 32), 4),
+    ((64, 64, 0), (64, 64, 32), 4),
+]
+
+
+@pytest.mark.parametrize("stages", [2, 3, 4])
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{'x'.join(map(str, c[0]))}-b{'x'.join(map(str, c[1]))}")
+def test_matmul_hands_slots_over_by_mbarriers(torch_cuda: Any, mma_sync_target: str, case: tuple[Any, ...],
+                                              stages: int) -> None:
+    torch = torch_cuda
+    (m, n, k), (bm, bn, bk), warps = case
+    a = _operand(torch, "fp16", (m, max(k, 1)), 1, False)[:, :k]
+    b = _operand(torch, "fp16", (max(k, 1), n), 2, False)[:k]
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=a.dtype)
+    args = (a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
+    matmul[(triton_cdiv(m, bm), triton_cdiv(n, bn))](*args, BM=bm, BN=bn, BK=bk, LOOP_STAGES=None, num_warps=warps,
+                                                     num_stages=stages)
+    torch.testing.assert_close(c.double(), a.double() @ b.double(), rtol=TOL["fp16"], atol=TOL["fp16"] * max(k, 1) ** 0.5)
+    sig = ",".join(["*fp16:16"] * 3 + [_spec(x) for x in args[3:]])
+    plan = despina.compile(matmul, sig, {"BM": bm, "BN": bn, "BK": bk, "LOOP_STAGES": None}, num_warps=warps,
+                           num_stages=stages, target=mma_sync_target)
+    assert "slots handed over by mbarriers" in plan.asm["gpuir"]
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize(("n_ctx", "head_dim", "warps"), [(256, 64, 4), (500, 64, 8), (200, 128, 8)])
+def test_attention_hands_slots_over_by_mbarriers(torch_cuda: Any, mma_sync_target: str, n_ctx: int, head_dim: int,
+                                                 warps: int, causal: bool) -> None:
+    torch = torch_cuda
+    torch.manual_seed(2)
+    q, k, v = (torch.randn((3, n_ctx, head_dim), device="cuda", dtype=torch.float16) for _ in range(3))
+    out = torch.empty_like(q)
+    consts = {"HEAD_DIM": head_dim, "BLOCK_M": 128, "BLOCK_N": 64, "CAUSAL": causal}
+    attention[(despina.cdiv(n_ctx, 128), 3)](q, k, v, out, 1.0 / math.sqrt(head_dim), q.stride(0), q.stride(1), n_ctx,
+                                             num_warps=warps, num_stages=3, **consts)
+    ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
+    torch.testing.assert_close(out.float(), ref, rtol=2e-2, atol=2e-2)
+    sig = "*fp16:16,*fp16:16,*fp16:16,*fp16:16,fp32," + ",".join(_spec(x) for x in (q.stride(0), q.stride(1), n_ctx))
+    plan = despina.compile(attention, sig, consts, num_warps=warps, num_stages=3, target=mma_sync_target)
+    assert "slots handed over by mbarriers" in plan.asm["gpuir"]
+
+
+def _spec(x: int) -> str:
+    return "i32:1" if x == 1 else "i32:16" if x % 16 == 0 else "i32"
