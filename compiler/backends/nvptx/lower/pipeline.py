@@ -175,19 +175,15 @@ class _Handoff:
 
 
 class _Mbarriers(_Handoff):
-    """Slots handed over by a full and an empty mbarrier each, after the slots in the ring's buffer.
-
-    After its body an iteration arrives on the empty barrier of its own slot: the slot it read, or for
-    asynchronous dots (a `lag` of 1) the previous iteration's, whose group its wait has retired. The
-    copies of iteration i + S-1 go to the slot iteration i + S-1 - slots read, which iteration
-    i + S-1 - slots + lag gave back: iteration i's own slot (async dots, no spare slot) or i-1's."""
+    """Slots handed over by a full and an empty mbarrier each, after the slots in the ring's buffer. After
+    its body an iteration arrives on the empty barrier of the slot it read; the copies of iteration
+    i + S-1 go to the slot iteration i-1 read, and wait for that arrival of every thread. (Dots whose
+    group outlives the body, wgmma's asynchronous ones, keep the "barrier" handoff: gpuir.pipeline.)"""
 
     def __init__(self, ctx: Lowering, plan: LoopPipeline, offset: int) -> None:
         super().__init__(ctx, plan)
+        assert not plan.async_dots and plan.slots == plan.stages
         self.offset = offset
-        lag = 1 if plan.async_dots else 0
-        self.back = plan.stages - 1 - plan.slots + lag
-        assert self.back in (-1, 0)
 
     def _all(self) -> list[ir.Value]:
         return [mbarrier.at(self.ctx, self.offset + MBARRIER_BYTES * k) for k in range(2 * self.plan.slots)]
@@ -209,9 +205,6 @@ class _Mbarriers(_Handoff):
     def give_back(self, slot: ir.Value, phase: ir.Value) -> None:
         b = self.ctx.b
         mbarrier.arrive(self.ctx, self._at(slot, empty=True))
-        if self.back == 0:
-            mbarrier.wait(self.ctx, self._at(slot, empty=True), phase)
-            return
         # The previous iteration's slot and phase; before the first iteration, the last slot's phase 1,
         # which reads as completed.
         first = b.icmp_unsigned("==", slot, const(i32, 0))
