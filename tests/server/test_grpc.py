@@ -198,3 +198,40 @@ def test_a_large_compile_requests_ir_is_cut_out_as_protobuf_would_parse_it() -> 
     assert compile_request(first + second).ir == b"\x02" * (1 << 20)
     with pytest.raises(InvalidArgument, match=r"not a serialized despina\.service\.v1\.CompileRequest"):
         compile_request(first[:-1])
+
+
+def test_a_refused_requests_bytes_go_with_its_answer() -> None:
+    """A refused call leaves no reference cycle behind: its bytes are freed as it is answered. Answered with
+    context.abort(), each refused call's frames (and its request, megabytes for a decode bomb) waited in a
+    cycle for a full garbage collection, which under a flood freed dozens at once, stalling the event loop."""
+    import asyncio
+    import gc
+
+    from despina.server import grpc_transport
+
+    from .conftest import with_service
+
+    async def body(service: Any) -> None:
+        server, port = await grpc_transport.start(service, "127.0.0.1", 0)
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                call = channel.unary_unary(f"/{grpc_transport.SERVICE}/Compile")
+                gc.collect()
+                gc.set_debug(gc.DEBUG_SAVEALL)
+                try:
+                    for _ in range(3):  # the server's loop holds on to the last call's state until the next
+                        with pytest.raises(grpc.aio.AioRpcError) as refused:
+                            await call(b"\xff" * (2 << 20))
+                    await asyncio.sleep(0.1)
+                    gc.collect()
+                    left = [o for o in gc.garbage if type(o).__name__ == "frame"]
+                finally:
+                    gc.set_debug(0)
+                    gc.garbage.clear()
+                assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+                assert "not a serialized despina.service.v1.CompileRequest" in (refused.value.details() or "")
+                assert not left, left
+        finally:
+            await server.stop(None)
+
+    with_service(body)
