@@ -71,7 +71,7 @@ GPU_ATTRS: dict[str, Mapping[str, Attr]] = {
     "dot": {"engine": optional("str"), "operand_a": enum("registers")},
     "for": {"pipeline": optional("str")},  # pipeline.plan_pipelines: the stages and ring, or why none
     "load": {"async_copy": optional("str")},  # pipeline.plan_pipelines: the copies, or why none
-    "div": {"rounding": enum("full")},  # division.mark_wgmma_divisions: div.full.f32 in a wgmma kernel
+    "div": {"rounding": enum("full")},  # division.mark_tensor_core_divisions: div.full.f32 with tensor-core dots
 }
 
 

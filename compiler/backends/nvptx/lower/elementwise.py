@@ -57,8 +57,8 @@ def arith(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
         # `/` stays IEEE (`div.rn.f32`), unlike Triton's `div.full.f32`: measured on an H100, the
         # approximation made ptxas split a 16-warp fp16 layer norm's weight loads into waves under
         # 64 registers, 24% slower. `tl.fdiv` without ieee_rounding is the approximation, and so is `/`
-        # in a kernel with wgmma dots (`rounding = "full"`, gpuir/division.py: div.rn's slow-path call
-        # would serialize every wgmma).
+        # in a kernel with tensor-core dots (`rounding = "full"`, gpuir/division.py: div.rn's slow-path
+        # call would serialize every wgmma, and spilled mma.sync attention around it).
         approximate = op.attrs.get("rounding") == "full" or (name == "fdiv" and not op.attrs.get("ieee_rounding"))
         if approximate and e.is_fp32():
             return [[ctx.asm(f32, "div.full.f32 $0, $1, $2;", "=f,f,f", [x, y]) for x, y in zip(*args)]]

@@ -1,7 +1,8 @@
-"""fp32 `/` in a kernel with wgmma dots is `div.full.f32` (gpuir/division.py): IEEE division's slow path
-is a subroutine call, and a call makes ptxas serialize every wgmma of the kernel (C7509). The attention
-example's epilogue `acc / l_i` did that to its whole loop on sm_90a. Elsewhere `/` stays IEEE, and
-`tl.div_rn` stays IEEE everywhere."""
+"""fp32 `/` in a kernel with tensor-core dots is `div.full.f32` (gpuir/division.py): IEEE division's slow
+path is a subroutine call. On wgmma a call makes ptxas serialize every wgmma of the kernel (C7509): the
+attention example's epilogue `acc / l_i` did that to its whole loop on sm_90a. On mma.sync the same
+epilogue took 64 calls a thread, and the d128 kernel, at 255 registers, spilled around them. Without
+tensor-core dots `/` stays IEEE, and `tl.div_rn` stays IEEE everywhere."""
 
 from __future__ import annotations
 
@@ -41,8 +42,24 @@ def test_attention_on_wgmma_is_not_serialized(head_dim: int, causal: bool) -> No
     assert 'rounding = "full"' in div
 
 
-def test_without_wgmma_division_stays_ieee() -> None:
-    k = _attention(64, False, "sm_90")
+@pytest.mark.parametrize("target", ["sm_80", "sm_90"])
+def test_attention_on_mma_sync_divides_without_calls(target: str) -> None:
+    k = _attention(128, True, target)
+    assert "mma.sync" in k.asm["ptx"] and "wgmma" not in k.asm["ptx"]
+    assert "div.rn.f32" not in k.asm["ptx"] and "div.full.f32" in k.asm["ptx"]
+    assert "call.uni" not in k.asm["ptx"]
+    (div,) = [line for line in k.asm["gpuir"].splitlines() if "= div(" in line]
+    assert 'rounding = "full"' in div
+
+
+@despina.jit
+def normalize(x_ptr, y_ptr, N: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, N))
+    tl.store(y_ptr + tl.arange(0, N), x / tl.sum(x, axis=0))
+
+
+def test_without_tensor_core_dots_division_stays_ieee() -> None:
+    k = despina.compile(normalize, "*fp32:16,*fp32:16", {"N": 1024}, num_warps=4, target="sm_90a")
     assert "div.rn.f32" in k.asm["ptx"] and "div.full.f32" not in k.asm["ptx"]
     assert "rounding" not in k.asm["gpuir"]
 
