@@ -40,6 +40,27 @@ def test_math_namespace_in_a_kernel(device):
     np.testing.assert_allclose(device.get(out), expected, rtol=1e-5, atol=1e-5)
 
 
+@despina.jit
+def divisions_kernel(x_ptr, y_ptr, slash_ptr, rn_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    x, y = tl.load(x_ptr + offs), tl.load(y_ptr + offs)
+    tl.store(slash_ptr + offs, x / y)
+    tl.store(rn_ptr + offs, tl.div_rn(x, y))
+
+
+def test_div_rn_is_correctly_rounded_and_slash_within_two_ulp(device):
+    """fp32 `/` is Triton's `div.full.f32` on the GPU, at most 2 ulp from the rounded quotient (the
+    interpreter divides exactly); `tl.div_rn` is IEEE division, bit for bit NumPy's."""
+    rng = np.random.default_rng(5)
+    x = (sample("fp32", N, 6) * np.exp2(rng.integers(-60, 60, N))).astype(np.float32)
+    y = (sample("fp32", N, 7, nonzero=True) * np.exp2(rng.integers(-60, 60, N))).astype(np.float32)
+    slash, rn = device.zeros(N, "fp32"), device.zeros(N, "fp32")
+    divisions_kernel[(1,)](device.put(x), device.put(y), slash, rn, N=N)
+    exact = x / y
+    np.testing.assert_array_equal(device.get(rn), exact)
+    assert np.all(np.abs(device.get(slash).astype(np.float64) - exact) <= 2 * np.spacing(np.abs(exact)))
+
+
 @pytest.mark.parametrize("dtype", ["fp32", "fp64"])
 def test_sqrt_rn_is_correctly_rounded(device, dtype):
     x = sample(dtype, N, 3, low=0.0, high=1e6)

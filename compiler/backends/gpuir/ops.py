@@ -6,7 +6,7 @@ shared memory with `local_alloc` and `local_load`, `staging` stores the other wg
 buffers of their own with `local_store`; the backend's stages key their rules by both catalogues
 (`ir.registry.OpRegistry`), so a lowering rule for an op defined nowhere is refused on import. The
 GPU passes record their decisions on tile ops as attributes (`GPU_ATTRS`: a dot's engine and where its
-wgmma reads A, a loop's pipeline, a load's asynchronous copy, a division's rounding), which the GPU-IR
+wgmma reads A, a loop's pipeline, a load's asynchronous copy), which the GPU-IR
 dump shows and the verifier checks against this one schema beside the op's own.
 """
 
@@ -71,7 +71,6 @@ GPU_ATTRS: dict[str, Mapping[str, Attr]] = {
     "dot": {"engine": optional("str"), "operand_a": enum("registers")},
     "for": {"pipeline": optional("str")},  # pipeline.plan_pipelines: the stages and ring, or why none
     "load": {"async_copy": optional("str")},  # pipeline.plan_pipelines: the copies, or why none
-    "div": {"rounding": enum("full")},  # division.mark_tensor_core_divisions: div.full.f32 with tensor-core dots
 }
 
 

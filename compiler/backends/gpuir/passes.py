@@ -14,7 +14,6 @@ from collections.abc import Callable
 from ...ir.core import Module
 from ...options import CompileOptions
 from .assign import GpuFunction, assign_layouts
-from .division import mark_tensor_core_divisions
 from .hoist import hoist_invariant_converts
 from .pipeline import plan_pipelines
 from .staging import stage_wgmma_operands
@@ -26,7 +25,6 @@ GPU_PASSES: list[tuple[str, GpuPass]] = [
     ("hoist_invariant_converts", lambda gpu, options: hoist_invariant_converts(gpu)),
     ("plan_pipelines", lambda gpu, options: plan_pipelines(gpu, options.num_stages)),
     ("stage_wgmma_operands", lambda gpu, options: stage_wgmma_operands(gpu)),
-    ("mark_tensor_core_divisions", lambda gpu, options: mark_tensor_core_divisions(gpu)),
 ]
 
 

@@ -54,12 +54,12 @@ def arith(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
     if name in ("maximum", "minimum"):
         return [[_minmax(ctx, op, x, y) for x, y in zip(*args)]]
     if e.is_floating():
-        # `/` stays IEEE (`div.rn.f32`), unlike Triton's `div.full.f32`: measured on an H100, the
-        # approximation made ptxas split a 16-warp fp16 layer norm's weight loads into waves under
-        # 64 registers, 24% slower. `tl.fdiv` without ieee_rounding is the approximation, and so is `/`
-        # in a kernel with tensor-core dots (`rounding = "full"`, gpuir/division.py: div.rn's slow-path
-        # call would serialize every wgmma, and spilled mma.sync attention around it).
-        approximate = op.attrs.get("rounding") == "full" or (name == "fdiv" and not op.attrs.get("ieee_rounding"))
+        # fp32 `/` is `div.full.f32` (within 2 ulp), as Triton's, and so is `tl.fdiv` without
+        # ieee_rounding; `tl.div_rn` is IEEE. IEEE division's slow path is a subroutine call per element
+        # (FCHK, CALL): it made ptxas serialize every wgmma of a kernel (C7509), took 64 calls a thread in
+        # mma.sync attention's epilogue, and cost softmax and layer norm registers: 35 against 22 for
+        # softmax 4096x1024, 3-6% slower than Triton by ncu on an H100, within 1% of it since.
+        approximate = name == "div" or (name == "fdiv" and not op.attrs.get("ieee_rounding"))
         if approximate and e.is_fp32():
             return [[ctx.asm(f32, "div.full.f32 $0, $1, $2;", "=f,f,f", [x, y]) for x, y in zip(*args)]]
         fops: dict[str, Binary] = {  # add, sub and mul through the builder's own (`fp_fusion`)

@@ -205,7 +205,7 @@ def test_softmax_reduces_with_butterfly_shuffles() -> None:
         CHECK: st.shared
         CHECK: bar.sync
         CHECK: ld.shared
-        CHECK: div.rn.f32
+        CHECK: div.full.f32
         CHECK: st.global.v4.b32
         CHECK-COUNT-2: bar.sync
         """,
