@@ -18,7 +18,7 @@ from .lines import line_table
 from .link import kernel_resources, link_cubin, nvjitlink_version, ptxas_warnings
 from .llvm import emit_ptx, llvm_version, unresolved_intrinsics
 from .lower import lower
-from .occupancy import second_cta
+from .occupancy import more_ctas
 from .sass import Stages
 from .target import PTX_VERSION, get_target
 from .toolkit import LIBDEVICE_PREFIX, find_libdevice
@@ -102,10 +102,10 @@ def compile_module(
             name,
         )
     cubin, log = link_cubin(ptx, tgt.arch, f"{name}.ptx")
-    # Linked again with `.minnctapersm 2` when that gives a second CTA per SM without spills, unless
+    # Linked again with `.minnctapersm` when that gives one more CTA per SM without spills, unless
     # the caller chose the register budget (maxnreg).
     if options.maxnreg is None:
-        ptx, cubin, log = second_cta(ptx, cubin, log, tgt, name, 32 * num_warps, shared, link_cubin)
+        ptx, cubin, log = more_ctas(ptx, cubin, log, tgt, name, 32 * num_warps, shared, link_cubin)
     asm["ptx"] = ptx
     asm["cubin"] = cubin
     asm["lines"] = json.dumps(line_table(module, ir_locs, gpuir_locs, optimized, str(asm["ptx"])))

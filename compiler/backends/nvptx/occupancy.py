@@ -1,19 +1,21 @@
-"""A second resident CTA per SM when registers alone would keep a kernel at one.
+"""One more resident CTA per SM when registers are what keep it out.
 
 ptxas picks a kernel's register count on its own heuristics, and newer versions spend registers
-freely: hoisting every load of a block to the top, keeping values in registers a slow-path call
-(`div.rn.f32`) does not touch. For a 512-thread CTA, 65 registers or more leave room for one CTA
-per SM; then every `bar.sync` of a reduction idles the whole SM, with no second CTA to run
-meanwhile (a 16-warp layer norm runs at 0.7x the speed it has at 64 registers).
-
-So when the registers ptxas chose allow only one CTA per SM, and threads and shared memory
-would allow two, the PTX is linked again with `.minnctapersm 2` (CUDA's `__launch_bounds__`
-second argument: ptxas then plans for 65536 / (2 * threads) registers) and that cubin is kept if
-ptxas did it without spilling; else the first stays. Below 64 registers a thread (1024-thread
-CTAs) the hint is not tried: there it would more likely cost spills or parallelism within a
-thread than gain anything. Where ptxas cannot fit an instruction in the budget at all (a wgmma
-whose accumulator alone takes 128 registers: "C7602 Insufficient registers"), the link fails and
-the first cubin stays.
+freely: hoisting every load of a block to the top. Where registers are what limits the CTAs an SM
+holds, the PTX is linked again with `.minnctapersm N` (CUDA's `__launch_bounds__` second argument:
+ptxas then plans for 65536 / (N * threads) registers), N one more CTA than the registers allowed,
+and that cubin is kept if ptxas did it without spilling; else the first stays. The hint is tried:
+- from one CTA to two, for a budget of at least 64 registers a thread: for a 512-thread CTA, 65
+  registers or more leave room for one CTA per SM, and every `bar.sync` of a reduction then idles
+  the whole SM, with no second CTA to run meanwhile (a 16-warp layer norm ran at 0.7x the speed it
+  has at 64 registers); below 64 (1024-thread CTAs) it would more likely cost spills or parallelism
+  within a thread than gain anything;
+- from N CTAs to N + 1 where one allocation step fewer (8 registers a thread) would fit them: the
+  8-warp fp16 layer norm of 4096 columns took 48 registers (5 CTAs, 40 warps an SM) where Triton's
+  takes 40 (6 CTAs), and ran 5% slower by ncu on an H100.
+Threads and shared memory must allow the extra CTA. Where ptxas cannot fit an instruction in the
+budget at all (a wgmma whose accumulator alone takes 128 registers: "C7602 Insufficient registers"),
+the link fails and the first cubin stays.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ Link = Callable[[str, str, str], tuple[bytes, str]]
 
 REGISTERS_PER_SM = 65536
 MIN_HINTED_REGISTERS = 64
+REGISTER_STEP = 8  # registers are allocated to a thread 8 at a time
 _THREADS_PER_SM = {80: 2048, 86: 1536, 89: 1536, 90: 2048}
 _SHARED_PER_SM = {80: 164 * 1024, 86: 100 * 1024, 89: 100 * 1024, 90: 228 * 1024}
 _RESERVED_SHARED_PER_CTA = 1024  # the system's share of each CTA's shared memory (sm_80 on)
@@ -38,20 +41,24 @@ _MAXNTID = re.compile(r"^\.maxntid [^\n]*$", re.M)
 def ctas_by_registers(registers: int, threads: int) -> int:
     """How many CTAs of `threads` fit in an SM's register file at `registers` a thread
     (allocated in units of 8 a thread)."""
-    per_thread = -(-max(registers, 1) // 8) * 8
+    per_thread = -(-max(registers, 1) // REGISTER_STEP) * REGISTER_STEP
     return REGISTERS_PER_SM // (per_thread * threads)
 
 
-def hint_worth_trying(target: Target, registers: int, threads: int, shared: int) -> bool:
-    """One CTA per SM by registers, where threads, shared memory and a register budget of at
-    least `MIN_HINTED_REGISTERS` would allow two."""
-    if registers <= 0 or ctas_by_registers(registers, threads) >= 2:
-        return False
-    if REGISTERS_PER_SM // (2 * threads) < MIN_HINTED_REGISTERS:
-        return False
-    if 2 * threads > _THREADS_PER_SM.get(target.capability, 2048):
-        return False
-    return 2 * (shared + _RESERVED_SHARED_PER_CTA) <= _SHARED_PER_SM.get(target.capability, 100 * 1024)
+def hinted_ctas(target: Target, registers: int, threads: int, shared: int) -> int | None:
+    """The CTAs per SM to ask ptxas for (`.minnctapersm`), one more than `registers` a thread allow, or
+    None where the hint is not worth trying (see the module docstring)."""
+    now = ctas_by_registers(registers, threads)
+    if registers <= 0 or now == 0:
+        return None
+    wanted = now + 1
+    if wanted * threads > _THREADS_PER_SM.get(target.capability, 2048):
+        return None
+    if wanted * (shared + _RESERVED_SHARED_PER_CTA) > _SHARED_PER_SM.get(target.capability, 100 * 1024):
+        return None
+    if now == 1:
+        return wanted if REGISTERS_PER_SM // (wanted * threads) >= MIN_HINTED_REGISTERS else None
+    return wanted if ctas_by_registers(registers - REGISTER_STEP, threads) >= wanted else None
 
 
 def with_min_ctas(ptx: str, ctas: int) -> str | None:
@@ -62,24 +69,23 @@ def with_min_ctas(ptx: str, ctas: int) -> str | None:
     return ptx[: match.end()] + f"\n.minnctapersm {ctas}" + ptx[match.end() :]
 
 
-def second_cta(
+def more_ctas(
     ptx: str, cubin: bytes, log: str, target: Target, name: str, threads: int, shared: int, link: Link = link_cubin
 ) -> tuple[str, bytes, str]:
     """(PTX, cubin, info log) of kernel `name`, given `ptx` linked as it is (`cubin`, `log`):
-    those, or `ptx` with `.minnctapersm 2` linked by `link` when that gives a second CTA per SM
+    those, or `ptx` with `.minnctapersm` linked by `link` when that gives one more CTA per SM
     without spills (see the module docstring)."""
     first = parse_info_log(log, name)
-    if not hint_worth_trying(target, first.registers, threads, shared):
-        return ptx, cubin, log
-    hinted = with_min_ctas(ptx, 2)
-    if hinted is None:
+    wanted = hinted_ctas(target, first.registers, threads, shared)
+    hinted = None if wanted is None else with_min_ctas(ptx, wanted)
+    if wanted is None or hinted is None:
         return ptx, cubin, log
     try:
         cubin2, log2 = link(hinted, target.arch, f"{name}.ptx")
     except LinkError:
         return ptx, cubin, log
     second = parse_info_log(log2, name)
-    fits = 0 < second.registers and ctas_by_registers(second.registers, threads) >= 2
+    fits = 0 < second.registers and ctas_by_registers(second.registers, threads) >= wanted
     if fits and second.spill_stores == 0 and second.spill_loads == 0 and second.stack <= first.stack:
         return hinted, cubin2, log2
     return ptx, cubin, log
