@@ -18,7 +18,7 @@ from google.protobuf.message import DecodeError, Message
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from despina.compiler.ir.wire import IRDecodeError, varint
+from despina.compiler.ir.wire import split_field
 from despina.proto import service_pb2 as pb
 from despina.proto.options import from_pb
 
@@ -65,40 +65,10 @@ _MOST_RECORDS = MAX_SPECIALIZATION + 8  # an honest request's top-level records:
 
 
 def _cut_ir(data: bytes) -> tuple[bytes, bytes] | None:
-    """`data` without its `ir` records, and the last one's bytes (the value protobuf gives the field); None
-    for anything but a few well-formed top-level records, which protobuf then parses (and names what is
-    wrong with) as it parses every other request."""
-    view = memoryview(data)
-    kept: list[memoryview] = []
-    ir: tuple[int, int] | None = None
-    i, n = 0, len(data)
-    try:
-        for _ in range(_MOST_RECORDS):
-            if i == n:
-                break
-            start = i
-            tag, i = varint(data, i)
-            wire = tag & 7
-            if wire == 0:
-                i = varint(data, i)[1]
-            elif wire == 2:
-                length, i = varint(data, i)
-                body, i = i, i + length
-            elif wire in (1, 5):
-                i += 8 if wire == 1 else 4
-            else:
-                return None
-            if i > n:
-                return None
-            if tag == _IR_TAG:
-                ir = (body, i)
-            else:
-                kept.append(view[start:i])
-    except IRDecodeError:  # a bad varint
-        return None
-    if i != n or ir is None:
-        return None
-    return b"".join(kept), data[ir[0]:ir[1]]
+    """`data` without its `ir` records, and the last one's bytes; None for anything but a few well-formed
+    top-level records, which protobuf then parses (and names what is wrong with) as it parses every other
+    request."""
+    return split_field(data, _IR_TAG, _MOST_RECORDS)
 
 
 def argument(arg: Any) -> Argument:

@@ -25,7 +25,7 @@ from .core import Block, Function, IRError, Loc, Module, Op, SourceText, Value
 from .filenames import files_error, short_names
 from .types import PointerType, ScalarType, TileType, Type, parse_type
 from .verifier import MAX_ATTR_DEPTH, MAX_ATTR_LIST, MAX_FUNCTIONS, MAX_REGION_DEPTH, MAX_TYPE_TEXT
-from .wire import IRDecodeError, census, varint
+from .wire import IRDecodeError, census, top_records
 
 SCHEMA_VERSION = 2
 _I64, _U64 = 2**63, 2**64
@@ -286,29 +286,11 @@ def key_bytes(data: bytes) -> bytes:
     data = bytes(data)
     view = memoryview(data)  # slices of it copy nothing: the IR may be megabytes
     kept: list[memoryview] = []
-    i, records, n = 0, 0, len(data)
-    while i < n:
-        records += 1
-        if records > _MAX_TOP_LEVEL:
-            raise IRDecodeError(f"more than {_MAX_TOP_LEVEL} functions and module attributes")
-        start = i
-        tag, i = varint(data, i)
-        wire = tag & 7
-        if wire == 0:
-            i = varint(data, i)[1]
-        elif wire == 2:
-            length, i = varint(data, i)
-            i += length
-        elif wire in (1, 5):
-            i += 8 if wire == 1 else 4
-        else:
-            raise IRDecodeError(f"not a serialized despina.ir.v1.Module: wire type {wire} at byte {start}")
-        if i > n:
-            raise IRDecodeError(f"not a serialized despina.ir.v1.Module: a record at byte {start} runs past the end")
+    for tag, start, _, end in top_records(data, _MAX_TOP_LEVEL, "functions and module attributes"):
         if tag >> 3 == _LOCATIONS:
-            kept.append(memoryview(_keyed_locations(bytes(view[start:i]))))
+            kept.append(memoryview(_keyed_locations(bytes(view[start:end]))))
         elif tag >> 3 != _SOURCE:
-            kept.append(view[start:i])
+            kept.append(view[start:end])
     return b"".join(kept)
 
 

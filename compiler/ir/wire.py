@@ -14,6 +14,7 @@ as an unknown field (and still counted as a record).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .core import IRError
@@ -72,6 +73,53 @@ def varint(data: bytes, i: int) -> tuple[int, int]:
             return value, j + 1
         shift += 7
     raise IRDecodeError(f"not a serialized despina.ir.v1.Module: a bad varint at byte {i}")
+
+
+def top_records(data: bytes, most: int, what: str) -> Iterator[tuple[int, int, int, int]]:
+    """The top-level records of the protobuf message `data` in order: (tag, start, value start, end) of
+    each, a length-delimited value's bytes being data[value start:end]. Each is skipped by its length, so
+    the cost does not grow with what the records hold. `IRDecodeError` for bytes that are not protobuf
+    records, or past `most` records (`what` names them in the message)."""
+    i, n, records = 0, len(data), 0
+    while i < n:
+        records += 1
+        if records > most:
+            raise IRDecodeError(f"more than {most} {what}")
+        start = i
+        tag, i = varint(data, i)
+        wire, value = tag & 7, i
+        if wire == _VARINT:
+            i = varint(data, i)[1]
+        elif wire == _LEN:
+            length, value = varint(data, i)
+            i = value + length
+        elif wire in (1, 5):
+            i += 8 if wire == 1 else 4
+        else:
+            raise IRDecodeError(f"not a serialized despina.ir.v1.Module: wire type {wire} at byte {start}")
+        if i > n:
+            raise IRDecodeError(f"not a serialized despina.ir.v1.Module: a record at byte {start} runs past the end")
+        yield tag, start, value, i
+
+
+def split_field(data: bytes, tag: int, most: int) -> tuple[bytes, bytes] | None:
+    """`data` (a protobuf message) without its records of `tag` (a length-delimited field), and the last
+    one's value (what protobuf gives the field); None when it has none, more than `most` top-level records,
+    or is not protobuf records. One copy of the value, none through protobuf's parsed message."""
+    view = memoryview(data)
+    kept: list[memoryview] = []
+    found: tuple[int, int] | None = None
+    try:
+        for record_tag, start, value, end in top_records(data, most, "records"):
+            if record_tag == tag:
+                found = (value, end)
+            else:
+                kept.append(view[start:end])
+    except IRDecodeError:
+        return None
+    if found is None:
+        return None
+    return b"".join(kept), bytes(view[found[0] : found[1]])
 
 
 class _Scan:

@@ -18,7 +18,7 @@ from despina.compiler.ir.verifier import (
     MAX_SOURCE_BYTES,
     MAX_SOURCE_LINES,
 )
-from despina.compiler.ir.wire import MAX_RECORDS, IRDecodeError, census
+from despina.compiler.ir.wire import MAX_RECORDS, IRDecodeError, census, split_field, top_records
 
 LIMIT = "the module is past the IR's limits"
 
@@ -147,3 +147,27 @@ def test_a_source_text_past_its_bounds_is_refused_before_protobuf_reads_it() -> 
     with pytest.raises(IRDecodeError, match=f"source text of more than {MAX_SOURCE_BYTES} bytes"):
         census(base + record(6, big))
     assert census(base + record(6, record(3, b"ok") * 10)).ops == 1
+
+
+def _record(field: int, payload: bytes) -> bytes:
+    return bytes([field << 3 | 2, len(payload)]) + payload
+
+
+def test_top_records_are_skipped_by_their_lengths() -> None:
+    data = _record(1, b"abc") + bytes([2 << 3, 0x96, 0x01]) + _record(3, b"")
+    assert list(top_records(data, 3, "records")) == [(1 << 3 | 2, 0, 2, 5), (2 << 3, 5, 6, 8), (3 << 3 | 2, 8, 10, 10)]
+    with pytest.raises(IRDecodeError, match="more than 2 records"):
+        list(top_records(data, 2, "records"))
+    with pytest.raises(IRDecodeError, match="a record at byte 0 runs past the end"):
+        list(top_records(_record(1, b"abc")[:-1], 3, "records"))
+    with pytest.raises(IRDecodeError, match="wire type 3 at byte 0"):
+        list(top_records(bytes([1 << 3 | 3]), 3, "records"))
+
+
+def test_split_field_takes_the_last_value_out() -> None:
+    rest = _record(2, b"x") + bytes([3 << 3, 7])
+    data = _record(1, b"first") + rest[:3] + _record(1, b"last") + rest[3:]
+    assert split_field(data, 1 << 3 | 2, 8) == (rest, b"last")
+    assert split_field(rest, 1 << 3 | 2, 8) is None  # no such field
+    assert split_field(data, 1 << 3 | 2, 3) is None  # more records than allowed
+    assert split_field(data[:-1], 1 << 3 | 2, 8) is None  # not protobuf records
