@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import despina
+import despina.language as tl
 import despina.runtime.driver as driver
 
 from .test_dot import TOL, _operand, triton_cdiv, tutorial_matmul
@@ -65,6 +66,44 @@ def test_matmul_hands_slots_over_by_mbarriers(torch_cuda: Any, mma_sync_target: 
     sig = ",".join(["*fp16:16"] * 3 + [_spec(x) for x in args[3:]])
     plan = despina.compile(matmul, sig, {"BM": bm, "BN": bn, "BK": bk, "LOOP_STAGES": None}, num_warps=warps,
                            num_stages=stages, target=mma_sync_target)
+    assert "slots handed over by mbarriers" in plan.asm["gpuir"]
+
+
+@despina.jit
+def persistent_matmul(a_ptr, b_ptr, c_ptr, M, N, K, TILES_N: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                      BK: tl.constexpr):
+    """Each program takes every `num_programs`-th output tile in turn: the pipelined K loop (and its
+    barriers) runs again inside the tile loop."""
+    rk = tl.arange(0, BK)
+    tiles = tl.cdiv(M, BM) * TILES_N
+    for tile in range(tl.program_id(0), tiles, tl.num_programs(0)):
+        rm = (tile // TILES_N) * BM + tl.arange(0, BM)
+        rn = (tile % TILES_N) * BN + tl.arange(0, BN)
+        a_ptrs = a_ptr + (rm % M)[:, None] * K + rk[None, :]
+        b_ptrs = b_ptr + rk[:, None] * N + (rn % N)[None, :]
+        acc = tl.zeros((BM, BN), tl.float32)
+        for k in range(0, tl.cdiv(K, BK)):
+            a = tl.load(a_ptrs, mask=rk[None, :] < K - k * BK, other=0.0)
+            b = tl.load(b_ptrs, mask=rk[:, None] < K - k * BK, other=0.0)
+            acc = tl.dot(a, b, acc)
+            a_ptrs += BK
+            b_ptrs += BK * N
+        tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(tl.float16), mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@pytest.mark.parametrize("programs", [1, 3])
+def test_the_pipelined_loop_runs_again_inside_a_tile_loop(torch_cuda: Any, mma_sync_target: str, programs: int) -> None:
+    """Its barriers are set up and invalidated once a K loop, which runs 2-6 times a program here."""
+    torch = torch_cuda
+    m, n, k, bm, bn, bk = 200, 256, 208, 64, 128, 32
+    a = _operand(torch, "fp16", (m, k), 3, False)
+    b = _operand(torch, "fp16", (k, n), 4, False)
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=a.dtype)
+    persistent_matmul[(programs,)](a, b, c, m, n, k, TILES_N=n // bn, BM=bm, BN=bn, BK=bk, num_warps=4, num_stages=3)
+    torch.testing.assert_close(c.double(), a.double() @ b.double(), rtol=TOL["fp16"], atol=TOL["fp16"] * k ** 0.5)
+    plan = despina.compile(persistent_matmul, "*fp16:16,*fp16:16,*fp16:16,i32,i32:16,i32:16",
+                           {"TILES_N": n // bn, "BM": bm, "BN": bn, "BK": bk}, num_warps=4, num_stages=3,
+                           target=mma_sync_target)
     assert "slots handed over by mbarriers" in plan.asm["gpuir"]
 
 
