@@ -143,7 +143,7 @@ def test_port_0_picks_free_ports_and_names_them() -> None:
             pass
     finally:
         proc.terminate()
-        proc.wait(30)
+        proc.communicate(timeout=30)  # the rest of its output, and its pipe closed
 
 
 def test_off_turns_one_transport_off() -> None:
@@ -159,7 +159,7 @@ def test_off_turns_one_transport_off() -> None:
         wait_for(lambda: httpx.get(f"http://127.0.0.1:{http_port}/healthz", timeout=1).status_code == 200, "health")
     finally:
         proc.terminate()
-        proc.wait(30)
+        proc.communicate(timeout=30)  # the rest of its output, and its pipe closed
 
 
 # ---- closed by default, the cluster secret, the worker memory cap ---------------------------------
