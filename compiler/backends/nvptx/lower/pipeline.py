@@ -164,8 +164,8 @@ class _Handoff:
         self.ctx.call("llvm.nvvm.cp.async.wait.group", void, [const(i32, self.plan.stages - 2)])
         self.ctx.barrier()
 
-    def give_back(self, slot: ir.Value, phase: ir.Value) -> None:
-        """After the body, before the copies of the iteration S-1 ahead."""
+    def give_back(self, slot: ir.Value, phase: ir.Value, write: ir.Value) -> None:
+        """After the body, before the copies of the iteration S-1 ahead into `write`."""
         if self.plan.async_dots and not self.plan.spare_slot:  # every warpgroup's wait retired slot i-1's group
             self.ctx.barrier()
 
@@ -202,14 +202,13 @@ class _Mbarriers(_Handoff):
     def take(self, slot: ir.Value, phase: ir.Value) -> None:
         mbarrier.wait(self.ctx, self._at(slot, empty=False), phase)
 
-    def give_back(self, slot: ir.Value, phase: ir.Value) -> None:
+    def give_back(self, slot: ir.Value, phase: ir.Value, write: ir.Value) -> None:
         b = self.ctx.b
         mbarrier.arrive(self.ctx, self._at(slot, empty=True))
-        # The previous iteration's slot and phase; before the first iteration, the last slot's phase 1,
-        # which reads as completed.
-        first = b.icmp_unsigned("==", slot, const(i32, 0))
-        previous = b.select(first, const(i32, self.plan.slots - 1), b.sub(slot, const(i32, 1)))
-        mbarrier.wait(self.ctx, self._at(previous, empty=True), b.xor(phase, b.zext(first, i32)))
+        # `write` is the previous iteration's slot: its phase is this one's, or the one before where the
+        # ring wrapped (before the first iteration, the last slot's phase 1, which reads as completed).
+        wrapped = b.icmp_unsigned("==", write, const(i32, self.plan.slots - 1))
+        mbarrier.wait(self.ctx, self._at(write, empty=True), b.xor(phase, b.zext(wrapped, i32)))
 
     def finish(self) -> None:
         ctx = self.ctx
@@ -252,7 +251,7 @@ def pipelined_for(ctx: Lowering, op: Op, args: list[Regs], plan: LoopPipeline) -
         hand.take(slot, phase)
         write = _write_slot(ctx, plan, slot)
         yields = pipe.iteration(iv, [list(r) for r in carried], slot)
-        hand.give_back(slot, phase)
+        hand.give_back(slot, phase, write)
         iv_ahead = b.add(iv, b.mul(step, const(lo.type, stages - 1)))
         next_ahead = pipe.issue(iv_ahead, hi, dict(zip(plan.carried, map(list, ahead_phis))), write)
         hand.landing(write)
