@@ -16,6 +16,10 @@ that way. A function with no restype has its C int result read directly. Togethe
 30% off the call (counted in instructions, with a stub library); setting `argtypes` costs more than
 passing c_void_p objects, and cuLaunchKernel, whose 11 arguments ctypes converts one by one, costs
 twice as much as this call.
+
+`encode_tiled` is cuTensorMapEncodeTiled, which writes the 128-byte `CUtensorMap` of a kernel's TMA
+copies (`tensor_maps.py` calls it once per new set of tensors; a launch with the same tensors reuses
+the bytes).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import ctypes
 import os
 import threading
 from _ctypes import FUNCFLAG_CDECL, FUNCFLAG_PYTHONAPI, CFuncPtr
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .errors import CudaUnavailableError, check
@@ -32,6 +37,15 @@ if TYPE_CHECKING:
     from .packing import Frame
 
 _LIBRARY = "nvcuda.dll" if os.name == "nt" else "libcuda.so.1"
+
+# cuTensorMapEncodeTiled(tensorMap, dataType, rank, globalAddress, globalDim, globalStrides, boxDim,
+# elementStrides, interleave, swizzle, l2Promotion, oobFill): the enums are C ints.
+_ENCODE_TILED = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p,
+                                 ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint64),
+                                 ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(ctypes.c_uint32), ctypes.c_int,
+                                 ctypes.c_int, ctypes.c_int, ctypes.c_int)
+TENSOR_MAP_BYTES = 128
+L2_PROMOTION_256B = 3  # CU_TENSOR_MAP_L2_PROMOTION_L2_256B, as Triton's maps use
 
 
 class _IntResult(CFuncPtr):
@@ -68,6 +82,7 @@ class LibCuda:
         # A call that holds the GIL is cheaper, and cuCtxGetCurrent only reads a thread-local.
         self._get_current = _IntResultGILHeld(_address(get_current))
         self._local = threading.local()
+        self._encode_tiled: Any = None
 
     @property
     def get_current(self) -> Any:
@@ -78,6 +93,23 @@ class LibCuda:
         """libcuda's `name` (its exact symbol: `cuMemAlloc_v2`, as cuda.h maps `cuMemAlloc`), returning a
         CUresult; its arguments must be ctypes objects (a plain int would be passed as a C int)."""
         return getattr(self.lib, name)
+
+    def encode_tiled(self, data_type: int, address: int, dims: Sequence[int], strides: Sequence[int],
+                     box: Sequence[int], swizzle: int, fill: int) -> tuple[int, bytes]:
+        """cuTensorMapEncodeTiled: (its CUresult, the 128 bytes of the CUtensorMap) for the tensor at
+        `address` of CUtensorMapDataType `data_type`, with `dims` and `box` innermost first and `strides`
+        in bytes for every dimension but the innermost; elements strides 1, no interleave, CUtensorMapSwizzle
+        `swizzle`, 256-byte L2 promotion, CUtensorMapFloatOOBfill `fill`."""
+        if self._encode_tiled is None:
+            self._encode_tiled = _ENCODE_TILED(("cuTensorMapEncodeTiled", self.lib))
+        rank = len(dims)
+        out = (ctypes.c_uint64 * (TENSOR_MAP_BYTES // 8 + 7))()  # room for a start on a 64-byte boundary
+        skip = -ctypes.addressof(out) % 64
+        code = self._encode_tiled(
+            ctypes.addressof(out) + skip, data_type, rank, address, (ctypes.c_uint64 * rank)(*dims),
+            (ctypes.c_uint64 * max(rank - 1, 1))(*strides), (ctypes.c_uint32 * rank)(*box),
+            (ctypes.c_uint32 * rank)(*([1] * rank)), 0, swizzle, L2_PROMOTION_256B, fill)
+        return int(code), ctypes.string_at(ctypes.addressof(out) + skip, TENSOR_MAP_BYTES)
 
     def current_context(self) -> int:
         try:
