@@ -7,6 +7,10 @@ values, so a launch is `struct.pack_into(frame.buffer, 0, x, y, z, threads, 1, 1
 *values)`: one C call, nothing allocated. Each thread gets its own frame, so launches from several
 threads never see each other's values.
 
+A kernel that copies with TMA takes, after its own parameters, 128-byte `CUtensorMap`s by value: the
+layout puts them on a 64-byte boundary (a frame starts on one), one after the other, and the struct
+takes their bytes as one more value (`tensor_maps.TensorMaps` makes them).
+
     layout = ArgLayout([PointerType(float32), int32])
     frame = layout.frame()
     layout.struct.pack_into(frame.buffer, 0, 4, 1, 1, 128, 1, 1, 0, 0, x.data_ptr(), n)
@@ -28,7 +32,10 @@ from despina.compiler.ir.types import PointerType, ScalarType, Type
 # attrs (NULL) and numAttrs (0) as zeroed padding; the parameter values start at byte 64.
 CONFIG = "=7I4xQ24x"
 CONFIG_BYTES = 64
+CONFIG_VALUES = 8  # the values the struct takes before the parameters'
 STREAM_OFFSET = 32
+TENSOR_MAP_BYTES = 128
+TENSOR_MAP_ALIGN = 64
 
 
 def config_stream(config: ctypes.c_void_p) -> int:
@@ -63,13 +70,15 @@ def _code(ty: Type) -> tuple[str, int]:
 
 
 class Frame:
-    """One thread's launch memory: `buffer`, and the addresses cuLaunchKernelEx takes."""
+    """One thread's launch memory: `buffer`, starting on a 64-byte boundary, and the addresses
+    cuLaunchKernelEx takes."""
 
     __slots__ = ("buffer", "config", "params")
 
     def __init__(self, layout: ArgLayout) -> None:
         words = (layout.values_end + 7) // 8 + max(len(layout.offsets), 1)
-        self.buffer = (ctypes.c_uint64 * words)()
+        memory = (ctypes.c_uint64 * (words + TENSOR_MAP_ALIGN // 8 - 1))()
+        self.buffer = (ctypes.c_uint64 * words).from_buffer(memory, -ctypes.addressof(memory) % TENSOR_MAP_ALIGN)
         base = ctypes.addressof(self.buffer)
         pointers = (ctypes.c_void_p * max(len(layout.offsets), 1)).from_address(base + 8 * ((layout.values_end + 7) // 8))
         for i, offset in enumerate(layout.offsets):
@@ -79,11 +88,13 @@ class Frame:
 
 
 class ArgLayout:
-    """Where each parameter of a kernel signature lives in a Frame, and the struct that writes them.
-    `convert(values)` turns Python values into what the struct takes (only bf16 needs it)."""
+    """Where each parameter of a kernel signature lives in a Frame, and the struct that writes them:
+    `types`' values, then the bytes of `tensor_maps` CUtensorMaps (one value, `bytes`, when there are
+    any). `convert(values)` turns Python values into what the struct takes (only bf16 needs it)."""
 
-    def __init__(self, types: Sequence[Type]) -> None:
+    def __init__(self, types: Sequence[Type], tensor_maps: int = 0) -> None:
         self.types = list(types)
+        self.tensor_maps = tensor_maps
         fmt, offset, self.offsets = CONFIG, CONFIG_BYTES, []
         for ty in self.types:
             code, size = _code(ty)
@@ -92,6 +103,12 @@ class ArgLayout:
             offset += pad
             self.offsets.append(offset)
             offset += size
+        if tensor_maps:
+            pad = -offset % TENSOR_MAP_ALIGN
+            fmt += f"{pad}x" * bool(pad) + f"{TENSOR_MAP_BYTES * tensor_maps}s"
+            offset += pad
+            self.offsets += [offset + TENSOR_MAP_BYTES * i for i in range(tensor_maps)]
+            offset += TENSOR_MAP_BYTES * tensor_maps
         self.values_end = offset
         self.struct = struct.Struct(fmt)
         self.converters: list[tuple[int, Callable[[Any], Any]]] = [
@@ -108,7 +125,8 @@ class ArgLayout:
 
     def pack(self, frame: Frame, grid: tuple[int, int, int], block: int, shared: int, stream: int,
              values: Sequence[Any]) -> None:
-        """Write a whole launch into `frame` (the general path; the JIT's fast path calls the struct itself)."""
+        """Write a whole launch into `frame` (`values`: the parameters', then the tensor maps' bytes if
+        the layout has any). Launchers call the struct themselves (`Launcher.pack_into`)."""
         self.struct.pack_into(frame.buffer, 0, *grid, block, 1, 1, shared, stream, *self.convert(values))
 
     def raw(self, frame: Frame, index: int) -> bytes:

@@ -86,6 +86,32 @@ def test_frames_are_independent() -> None:
     assert param_bytes(layout, b, 0, 8) == np.int64(2).tobytes()
 
 
+@pytest.mark.parametrize("types, first", [
+    ([], CONFIG_BYTES), ([t.int8], 128), ([t.PointerType(t.float16), t.int32, t.int32, t.int64, t.int32], 128)],
+    ids=["alone", "after-4-bytes", "after-28-bytes"])
+def test_tensor_maps_follow_the_parameters_on_64_byte_boundaries(types: list[t.ElemType], first: int) -> None:
+    layout = ArgLayout(types, tensor_maps=2)
+    assert layout.offsets[len(types):] == [first, first + 128] and layout.values_end == first + 256
+    maps = bytes(range(128)) + bytes(range(128, 256))
+    for frame in [layout.frame() for _ in range(4)]:  # wherever the allocator puts them
+        layout.pack(frame, (1, 1, 1), 32, 0, 0, [1] * len(types) + [maps])
+        base = ctypes.addressof(frame.buffer)
+        assert base % 64 == 0 and frame.config.value == base
+        # the kernelParams pointers: every parameter's address, the maps' 64-byte aligned
+        pointers = list((ctypes.c_void_p * len(layout.offsets)).from_address(frame.params.value or 0))
+        assert [(p or 0) - base for p in pointers] == layout.offsets
+        assert all((p or 0) % 64 == 0 for p in pointers[len(types):])
+        assert param_bytes(layout, frame, len(types), 128) == maps[:128]
+        assert param_bytes(layout, frame, len(types) + 1, 128) == maps[128:]
+        assert all(param_bytes(layout, frame, i, 4) == np.int32(1).tobytes() for i in range(len(types)))
+
+
+def test_a_layout_without_tensor_maps_is_unchanged() -> None:
+    layout = ArgLayout([t.int8, t.int64])
+    assert layout.struct.format == ArgLayout([t.int8, t.int64], tensor_maps=0).struct.format == "=7I4xQ24xi4xq"
+    assert layout.offsets == [CONFIG_BYTES, CONFIG_BYTES + 8] and layout.values_end == CONFIG_BYTES + 16
+
+
 def test_out_of_range_values_are_errors_not_wrapped() -> None:
     layout = ArgLayout([t.int32])
     with pytest.raises(struct.error):
