@@ -1,5 +1,5 @@
 """The GPU runtime: the CUDA driver (`driver`, and `libcuda` for the launch fast path), argument
-packing (`packing`, `pointers`), launching (`launcher`, and `dispatch` for `kernel[grid](...)`),
+packing (`packing`, `pointers`, `tensor_maps`), launching (`launcher`, and `dispatch` for `kernel[grid](...)`),
 the compiled-kernel caches (`kernels`, `cache`) and `DeviceArray`.
 
 Importing this package imports neither cuda-bindings nor LLVM; they load on first use.
@@ -15,9 +15,10 @@ from .errors import (
     LaunchError,
     OutOfResourcesError,
     SharedMemoryError,
+    TensorMapError,
 )
 
 __all__ = [
     "CudaError", "CudaUnavailableError", "DeviceArray", "HostArrayError", "KernelFaultError", "LaunchError",
-    "OutOfResourcesError", "SharedMemoryError", "synchronize",
+    "OutOfResourcesError", "SharedMemoryError", "TensorMapError", "synchronize",
 ]

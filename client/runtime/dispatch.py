@@ -8,7 +8,8 @@ tensors, ints and floats inlined: its kind and what specialization reads from it
 and its launch value (a device address or a scalar) into a local. The key finds the thread's
 ready launch in a per-thread dict, filled from the kernel's `entries` (a LaunchEntry per call
 signature): the LaunchEntry, its launcher's frame for this thread and that frame's prebuilt ctypes
-arguments. The launch is then one `struct.pack_into` into the frame and one cuLaunchKernelEx.
+arguments. The launch is then one `struct.pack_into` into the frame (the launcher's `pack_into`: for
+a kernel with TMA tensor maps, a cache lookup of their bytes first) and one cuLaunchKernelEx.
 Everything else (binding errors, specialization, compilation, loading, clear errors) happens on
 the slow path through the JITFunction, which stays the owner of specialization; the slow path
 files the call's key (computed by the generated `scan`, the same code as the launch's) so that
@@ -58,13 +59,13 @@ class LaunchEntry:
     (`pick`, None when all of them in order), where the stream comes from, and the globals it was
     compiled with (None when it uses none)."""
 
-    __slots__ = ("launcher", "struct", "launch_ex", "handle", "threads", "shared", "local", "name", "pick",
+    __slots__ = ("launcher", "pack_into", "launch_ex", "handle", "threads", "shared", "local", "name", "pick",
                  "torch_device", "torch_stream", "globals")
 
     def __init__(self, launcher: Launcher, pick: list[int] | None, torch_device: int | None,
                  globals_: dict[str, Any] | None) -> None:
         self.launcher = launcher
-        self.struct, self.launch_ex, self.handle = launcher.struct, launcher.launch_ex, launcher.handle
+        self.pack_into, self.launch_ex, self.handle = launcher.pack_into, launcher.launch_ex, launcher.handle
         self.threads, self.shared, self.local, self.name = launcher.threads, launcher.shared, launcher.local, launcher.name
         self.pick = pick
         self.torch_device = torch_device
@@ -157,7 +158,7 @@ class Dispatcher:
             args = libcuda.launch_args(frame, e.handle.value or 0)
         else:  # a wrapped launch (CheckedLaunch) or a stand-in: the Frame's own c_void_p objects
             args = (frame.config, e.handle, frame.params, None)
-        return (e, e.globals, e.pick, e.struct.pack_into, frame.buffer, e.threads, e.shared, e.torch_stream,
+        return (e, e.globals, e.pick, e.pack_into, frame.buffer, e.threads, e.shared, e.torch_stream,
                 e.torch_device, e.launch_ex, args, e.name)
 
     # ---- the slow path -------------------------------------------------------------------------

@@ -60,6 +60,11 @@ class SharedMemoryError(LaunchError):
     """The kernel needs more shared memory per block than the device allows."""
 
 
+class TensorMapError(LaunchError):
+    """A kernel's TMA tensor map cannot be made for the launch's tensors (misaligned, strides TMA cannot
+    step, the driver refusing it); `code` is the driver's CUresult, 0 when despina's own checks refused."""
+
+
 class KernelFaultError(CudaError):
     """A kernel faulted while it ran (illegal address, assertion, ...); the context is unusable."""
 

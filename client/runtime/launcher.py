@@ -3,8 +3,10 @@
     launcher = Launcher(function, ["x", "n"], [PointerType(float32), int32])
     launcher.launch((128, 1, 1), {"x": x.data_ptr(), "n": 4096}, stream=0)
 
-The JIT's fast path (`dispatch.py`) packs the frame and calls `launch_ex` itself; `launch` is the
-general entry point, and `error` explains a failed launch. A kernel that prints or asserts launches
+The JIT's fast path (`dispatch.py`) packs the frame (with the launcher's `pack_into`) and calls
+`launch_ex` itself; `launch` is the general entry point, and `error` explains a failed launch. A
+kernel whose metadata lists TMA tensor maps gets them after its own parameters: `pack_into` then
+makes them from the launch's values (`tensor_maps.py`). A kernel that prints or asserts launches
 through `CheckedLaunch`, which waits for it: see there.
 """
 
@@ -26,6 +28,7 @@ from . import driver, libcuda
 from .driver import Function, LastLaunch
 from .errors import INVALID_VALUE, LAUNCH_OUT_OF_RESOURCES, CudaError, LaunchError, OutOfResourcesError, driver_error
 from .packing import ArgLayout, Frame, config_stream
+from .tensor_maps import TensorMaps
 
 # The record of a failed device_assert in a kernel's module (the NVPTX backend's kernel ABI): u32
 # failed (0 while none), the assertion's index in metadata["asserts"], the program id x, y, z and
@@ -35,20 +38,30 @@ ASSERT_RECORD = struct.Struct("=6I")
 
 
 class Launcher:
-    """A kernel loaded on one device: its parameters' names and layout, and one Frame per thread."""
+    """A kernel loaded on one device: its parameters' names and layout, and one Frame per thread.
+    `pack_into(buffer, 0, *config, *values)` writes a launch into a frame: the layout struct's, or
+    the tensor maps' (`tensor_maps`, None for a kernel without) which adds their bytes."""
 
     def __init__(self, function: Function, arg_names: Sequence[str], arg_types: Sequence[Type],
                  lib: libcuda.LibCuda | None = None, metadata: Mapping[str, Any] | None = None) -> None:
         self.function = function
         self.name = function.name
         self.arg_names = list(arg_names)
-        self.layout = ArgLayout(arg_types)
+        meta = metadata or {}
+        entries = meta.get("tensor_maps") or ()
+        self.layout = ArgLayout(arg_types, len(entries))
         self.struct = self.layout.struct
         self.handle = ctypes.c_void_p(function.handle)
         self.threads = 32 * function.num_warps
         self.shared = function.shared
-        self.launch_ex: Callable[..., int] = (lib or libcuda.get()).launch_ex
-        meta = metadata or {}
+        lib = lib or libcuda.get()
+        self.launch_ex: Callable[..., int] = lib.launch_ex
+        self.pack_into: Callable[..., None] = self.struct.pack_into
+        self.tensor_maps: TensorMaps | None = None
+        if entries:
+            self.tensor_maps = TensorMaps(self.name, self.arg_names, arg_types, entries, self.struct.pack_into,
+                                          lib.encode_tiled)
+            self.pack_into = self.tensor_maps.pack_into
         if meta.get("prints") or meta.get("asserts"):
             self.launch_ex = CheckedLaunch(self.launch_ex, function, bool(meta.get("prints")), list(meta.get("asserts") or ()))
         self.local = threading.local()
@@ -64,7 +77,8 @@ class Launcher:
     def launch(self, grid: tuple[int, int, int], values: dict[str, Any], stream: int = 0) -> None:
         """Launch on `stream` with `values` (parameter name -> int address or scalar, every parameter)."""
         frame = self.frame()
-        self.layout.pack(frame, grid, self.threads, self.shared, stream, [values[n] for n in self.arg_names])
+        self.pack_into(frame.buffer, 0, *grid, self.threads, 1, 1, self.shared, stream,
+                       *self.layout.convert([values[n] for n in self.arg_names]))
         code = self.launch_ex(frame.config, self.handle, frame.params, None)
         LastLaunch.kernel = self.name
         if code:

@@ -33,13 +33,16 @@ class Launch:
 
 class FakeLib:
     """Stands for libcuda: `launch_ex` records its call (reading the launch config and the first
-    `nparams` parameters) and returns `code`."""
+    `nparams` parameters) and returns `code`; `encode_tiled` records its arguments in `encoded` and
+    returns (`encode_code`, `map_bytes` of them)."""
 
     def __init__(self) -> None:
         self.context = CONTEXT
         self.code = 0
         self.nparams = 0
         self.calls: list[Launch] = []
+        self.encode_code = 0
+        self.encoded: list[tuple[Any, ...]] = []
 
     def current_context(self) -> int:
         return self.context
@@ -52,6 +55,19 @@ class FakeLib:
             words = [ctypes.string_at(p or 0, 8) for p in pointers]
         self.calls.append(Launch(function.value or 0, (gx, gy, gz), (bx, by, bz), shared, stream, words))
         return self.code
+
+    def encode_tiled(self, data_type: int, address: int, dims: Any, strides: Any, box: Any, swizzle: int,
+                     fill: int) -> tuple[int, bytes]:
+        call = (data_type, address, list(dims), list(strides), list(box), swizzle, fill)
+        self.encoded.append(call)
+        return self.encode_code, map_bytes(call)
+
+
+def map_bytes(call: tuple[Any, ...]) -> bytes:
+    """The 128 bytes FakeLib's encode_tiled makes of its arguments: each number as a u64, in order."""
+    data_type, address, dims, strides, box, swizzle, fill = call
+    numbers = [data_type, address, *dims, *strides, *box, swizzle, fill]
+    return struct.pack(f"={len(numbers)}Q", *numbers).ljust(128, b"\xff")
 
 
 def plain(arg: Any) -> Any:
