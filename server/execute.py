@@ -246,6 +246,10 @@ def _scalar(where: str, p: Param, a: int | float) -> int | float:
     return int(a)
 
 
+# The keys of a kernel's metadata that its Launcher reads.
+LAUNCH_METADATA = ("tensor_maps", "prints", "asserts")
+
+
 def job(sig: Signature, key: str, image: bytes, metadata: dict[str, Any], num_warps: int, grid: tuple[int, int, int],
         values: list[bytes | int | float]) -> dict[str, Any]:
     """The GPU worker's job: the image and what launching it needs."""
@@ -255,8 +259,9 @@ def job(sig: Signature, key: str, image: bytes, metadata: dict[str, Any], num_wa
         "image": image,
         "num_warps": int(metadata.get("num_warps") or num_warps),
         "shared": int(metadata.get("shared") or 0),
-        # What a launch must do after the kernel: print, check device_asserts (runtime/launcher.py).
-        "launch": {k: metadata[k] for k in ("prints", "asserts") if metadata.get(k)},
+        # What a launch needs besides the parameters (runtime/launcher.py): the TMA tensor maps to make from
+        # their values; and after the kernel: print, check device_asserts.
+        "launch": {k: metadata[k] for k in LAUNCH_METADATA if metadata.get(k)},
         "params": [(p.name, p.type) for p in sig.params],
         "grid": grid,
         "args": values,

@@ -481,3 +481,73 @@ def test_gpu_executor_moves_buffers_with_host_memory_for_a_device(monkeypatch: p
     with pytest.raises(execute.ExecuteFailure, match="kernel 'add_kernel' faulted") as fault:
         executor.run(work)
     assert fault.value.fatal and fault.value.code == "ABORTED" and len(freed) == 6  # not freed: the worker exits
+
+
+TENSOR_MAPS = [{"dtype": "fp32", "base": {"arg": 2}, "shape": [{"arg": 3}], "strides": [], "box": [32], "swizzle": 0,
+                "fill": "zero"}]
+
+
+def test_the_gpu_job_carries_what_the_launcher_reads() -> None:
+    sig = execute.signature(vector_add_ir())
+    metadata = {"name": "add_kernel", "shared": 0, "num_warps": 4, "tensor_maps": TENSOR_MAPS, "prints": False,
+                "asserts": [{"file": "k.py", "line": 3, "message": "x", "shape": []}], "ptx_version": "8.7"}
+    work = execute.job(sig, "key", b"cubin", metadata, 4, (1, 1, 1), [b"", b"", b"", 0])
+    assert work["launch"] == {"tensor_maps": TENSOR_MAPS, "asserts": metadata["asserts"]}
+    assert execute.job(sig, "key", b"cubin", {"name": "add_kernel"}, 4, (1, 1, 1), [b"", b"", b"", 0])["launch"] == {}
+
+
+def test_gpu_executor_launches_with_the_kernels_tensor_maps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """server/gpu.py's executor with the runtime's own Launcher, the driver's memory calls on host memory
+    and libcuda stubbed: each run's tensor map is made from its buffer's address and passed after the
+    kernel's parameters."""
+    import ctypes
+
+    from despina.runtime import driver, libcuda
+    from despina.server import gpu
+
+    memory: list[Any] = []
+
+    def alloc(dev: Any, nbytes: int) -> int:
+        block = ctypes.create_string_buffer(nbytes + 16)
+        memory.append(block)
+        return ctypes.addressof(block) + -ctypes.addressof(block) % 16
+
+    class Lib:
+        def __init__(self) -> None:
+            self.encoded: list[tuple[Any, ...]] = []
+            self.maps: list[bytes] = []
+
+        def launch_ex(self, config: Any, function: Any, params: Any, extra: Any) -> int:
+            self.maps.append(ctypes.string_at((ctypes.c_void_p * 5).from_address(params.value)[4] or 0, 128))
+            return 0
+
+        def encode_tiled(self, *args: Any) -> tuple[int, bytes]:
+            self.encoded.append(args)
+            return 0, len(self.encoded).to_bytes(8, "little") * 16
+
+    lib = Lib()
+    monkeypatch.setattr(libcuda, "_LIB", lib)
+    monkeypatch.setattr(driver, "alloc", alloc)
+    monkeypatch.setattr(driver, "free", lambda dev, pointer: None)
+    monkeypatch.setattr(driver, "copy_to_device", lambda dev, dst, src, n: ctypes.memmove(dst, src, n))
+    monkeypatch.setattr(driver, "copy_to_host", lambda dev, dst, src, n: ctypes.memmove(dst, src, n))
+    monkeypatch.setattr(driver, "synchronize", lambda: None)
+    monkeypatch.setattr(driver, "version", lambda: 12080)
+
+    class Device:
+        target, context, modules, name = "sm_90a", 1, {}, "host memory"
+
+        def load(self, image: bytes, name: str, shared: int, num_warps: int) -> Any:
+            return driver.Function(0x20, name, shared, num_warps, self)
+
+    sig = execute.signature(vector_add_ir())
+    buffers = [np.zeros(64, np.float32).tobytes()] * 3
+    work = execute.job(sig, "key", b"cubin", {"name": "add_kernel", "tensor_maps": TENSOR_MAPS}, 4, (1, 1, 1),
+                       [*buffers, 64])
+    executor = gpu.GpuExecutor(Device())
+    executor.run(work)
+    executor.run(work)
+    outs = [ctypes.addressof(memory[2]), ctypes.addressof(memory[5])]
+    assert [args[1] - out for args, out in zip(lib.encoded, outs)] == [-out % 16 for out in outs]
+    assert [args[:1] + args[2:] for args in lib.encoded] == [(7, [64], [], [32], 0, 0)] * 2
+    assert lib.maps == [(1).to_bytes(8, "little") * 16, (2).to_bytes(8, "little") * 16]
