@@ -89,6 +89,23 @@ DONE:
 """,
 }
 
+# out[0..15] = the 16 words of tensor-map parameter `map` as the kernel receives it (one thread): the
+# launch frame's 128-byte parameters seen from the device. The launch makes the map from x and n; the
+# kernel reads neither.
+KERNELS["map_echo"] = """
+.visible .entry map_echo(.param .u64 out, .param .u64 x, .param .u32 n, .param .align 64 .b8 map[128])
+{
+  .reg .pred %p; .reg .b32 %r1; .reg .b64 %rd<3>;
+  mov.u32 %r1, %tid.x;
+  setp.ne.u32 %p, %r1, 0;
+  @%p bra DONE;
+  ld.param.u64 %rd1, [out]; cvta.to.global.u64 %rd1, %rd1;
+""" + "".join(f"  ld.param.u64 %rd2, [map+{8 * i}]; st.global.u64 [%rd1+{8 * i}], %rd2;\n" for i in range(16)) + """\
+DONE:
+  ret;
+}
+"""
+
 
 @functools.cache
 def cubin(name: str, arch: str) -> bytes:
