@@ -1,10 +1,12 @@
 """Tensor descriptors (`tl.make_tensor_descriptor`, `desc.load`, `desc.store`): Triton 3.4+'s tiles of a
 tensor in global memory, by offsets.
 
-A descriptor is a value of the language, not of the IR, like a block pointer (`block_ptr.py`), whose
-machinery it reuses: `desc.load(offsets)` is the load of the block pointer at `offsets` with every
-dimension checked against `shape` (elements outside read as the padding, 0 by default), and
-`desc.store(offsets, tile)` writes only the elements inside `shape`. The last stride is 1 (Triton
+A descriptor is a value of the language, not of the IR, like a block pointer (`block_ptr.py`).
+`desc.load(offsets)` is one op, `descriptor_load`, which the NVPTX backend copies with the tensor
+memory accelerator (TMA) where it can, and otherwise expands to the load of the block pointer at
+`offsets` with every dimension checked against `shape` (`passes/descriptors.py`; elements outside read
+as the padding, 0 by default). `desc.store(offsets, tile)` is the block pointer's store, which writes
+only the elements inside `shape`. The last stride is 1 (Triton
 requires it, for TMA), so the last dimension is contiguous. A host `TensorDescriptor`
 (`despina.tools.tensor_descriptor`) passed to a kernel arrives as its base pointer, shape and strides
 (`DescriptorArg` names them) and is rebuilt here as the same object.
@@ -19,10 +21,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from despina.compiler.ir import types as _t
+from despina.compiler.ir.ops import CACHE_MODIFIERS, EVICTION_POLICIES
 
 from . import memory
 from .block_ptr import PADDING_OPTIONS, block_dims, block_ptr, scalars
-from .core import builtin, tensor, unwrap
+from .core import builder, builtin, tensor, unwrap
 from .semantic import cast, to_tensor
 from .shape import MAX_TILE_NUMEL
 
@@ -57,24 +60,28 @@ class tensor_descriptor:
     def __repr__(self) -> str:
         return f"tensor_descriptor({self.dtype}, block_shape={list(self.block_shape)})"
 
-    def _at(self, offsets: Any, fn: str) -> block_ptr:
+    def _offsets(self, offsets: Any, fn: str) -> tuple[tensor, ...]:
         items = unwrap(offsets)
         items = list(items) if isinstance(items, (tuple, list)) else [items]
         rank = len(self.block_shape)
         if len(items) != rank:
             raise ValueError(f"{fn}: expected {rank} offsets, one per dimension of block_shape {list(self.block_shape)}, "
                              f"got {len(items)}")
-        order = tuple(reversed(range(rank)))
-        return block_ptr(self.base, self.shape, self.strides, scalars(items, rank, "offsets", _t.int32, fn),
-                         self.block_shape, order)
+        return scalars(items, rank, "offsets", _t.int32, fn)
+
+    def _at(self, offsets: Any, fn: str) -> block_ptr:
+        order = tuple(reversed(range(len(self.block_shape))))
+        return block_ptr(self.base, self.shape, self.strides, self._offsets(offsets, fn), self.block_shape, order)
 
     @builtin
     def load(self, offsets: Any, cache_modifier: Any = "", eviction_policy: Any = "") -> tensor:
         """The `block_shape` tile at `offsets` (one per dimension); elements outside `shape` read as the
         descriptor's padding (0, or NaN with padding_option="nan")."""
-        bp = self._at(offsets, "desc.load")
-        return memory.load(bp, boundary_check=tuple(range(len(self.block_shape))), padding_option=self.padding,
-                           cache_modifier=cache_modifier, eviction_policy=eviction_policy)
+        operands = [self.base, *self.shape, *self.strides[:-1], *self._offsets(offsets, "desc.load")]
+        attrs = {"shape": list(self.block_shape), "padding": self.padding,
+                 "cache": memory.check_option(cache_modifier, CACHE_MODIFIERS, "cache_modifier"),
+                 "evict": memory.check_option(eviction_policy, EVICTION_POLICIES, "eviction_policy")}
+        return tensor(builder().create("descriptor_load", [o.handle for o in operands], attrs).result)
 
     @builtin
     def store(self, offsets: Any, value: Any) -> None:
@@ -116,7 +123,8 @@ def make_tensor_descriptor(base: Any, shape: Any, strides: Any, block_shape: Any
         raise ValueError(f"{fn}: the last stride must be the constant 1 (the last dimension contiguous), got {got}; "
                          "pass 1, or permute the tensor so that its contiguous dimension comes last")
     return tensor_descriptor(p, scalars(shape, rank, "shape", _t.int64, fn),
-                             scalars(items, rank, "strides", _t.int64, fn), dims, _padding(padding_option, fn))
+                             scalars(items, rank, "strides", _t.int64, fn), dims,
+                             _padding(padding_option, p.dtype.element_ty, fn))
 
 
 def _dims(block_shape: Any, elem: _t.ElemType, fn: str) -> tuple[int, ...]:
@@ -137,10 +145,12 @@ def _dims(block_shape: Any, elem: _t.ElemType, fn: str) -> tuple[int, ...]:
     return dims
 
 
-def _padding(option: Any, fn: str) -> str:
+def _padding(option: Any, elem: _t.ElemType, fn: str) -> str:
     option = unwrap(option)
     if option not in PADDING_OPTIONS[1:]:
         raise ValueError(f"{fn}: padding_option must be 'zero' or 'nan', got {option!r}")
+    if option == "nan" and not (isinstance(elem, _t.ScalarType) and elem.is_floating()):
+        raise ValueError(f"{fn}: padding_option='nan' needs a floating-point block, got {elem}; use 'zero'")
     return str(option)
 
 
@@ -190,7 +200,7 @@ class DescriptorArg:
         dims = _dims(self.block_shape, base.dtype.element_ty, fn)
         shape = tuple(cast(s, _t.int64) for s in parts[1:1 + rank])
         strides = tuple(cast(s, _t.int64) for s in parts[1 + rank:]) + (to_tensor(1, _t.int64),)
-        return tensor_descriptor(base, shape, strides, dims, _padding(self.padding, fn))
+        return tensor_descriptor(base, shape, strides, dims, _padding(self.padding, base.dtype.element_ty, fn))
 
 
 def flatten(name: str, value: Any) -> list[tuple[str, Any]] | None:

@@ -30,7 +30,7 @@ def _mask(mask: Any, shape: tuple[int, ...]) -> tensor:
     return broadcast_to(m, broadcast_shapes(shape, m.shape))
 
 
-def _check_option(value: Any, allowed: tuple[str, ...], what: str) -> str:
+def check_option(value: Any, allowed: tuple[str, ...], what: str) -> str:
     value = unwrap(value) or ""
     if value not in allowed:
         raise ValueError(f"{what} must be one of {', '.join(repr(a) for a in allowed)}, got {value!r}")
@@ -80,8 +80,8 @@ def load(
     p = _pointer(pointer, "tl.load")
     mask, other = unwrap(mask), unwrap(other)
     attrs = {
-        "cache": _check_option(cache_modifier, CACHE_MODIFIERS, "cache_modifier"),
-        "evict": _check_option(eviction_policy, EVICTION_POLICIES, "eviction_policy"),
+        "cache": check_option(cache_modifier, CACHE_MODIFIERS, "cache_modifier"),
+        "evict": check_option(eviction_policy, EVICTION_POLICIES, "eviction_policy"),
         "volatile": bool(unwrap(volatile)),
     }
     operands = [p]
@@ -130,8 +130,8 @@ def store(
         m = _mask(mask, shape)
         operands = [broadcast_to(o, m.shape) for o in operands] + [m]
     attrs = {
-        "cache": _check_option(cache_modifier, CACHE_MODIFIERS, "cache_modifier"),
-        "evict": _check_option(eviction_policy, EVICTION_POLICIES, "eviction_policy"),
+        "cache": check_option(cache_modifier, CACHE_MODIFIERS, "cache_modifier"),
+        "evict": check_option(eviction_policy, EVICTION_POLICIES, "eviction_policy"),
     }
     builder().create("store", [o.handle for o in operands], attrs)
 

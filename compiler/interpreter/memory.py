@@ -244,6 +244,40 @@ def load(st: State, op: Op) -> list[Val]:
     ptr = st.raw(op.operands[0])
     mask = st.get(op.operands[1]) if len(op.operands) > 1 else None
     other = st.get(op.operands[2]) if len(op.operands) > 2 else None
+    return [_load(st, op, ptr, mask, other)]
+
+
+@rule("descriptor_load", reads_memory=True)
+def descriptor_load(st: State, op: Op) -> list[Val]:
+    """The block at the offsets, as `passes/descriptors.py` expands it: every dimension checked against
+    the shape, the elements outside read as the padding."""
+    block = tuple(op.attrs["shape"])
+    rank = len(block)
+    ones = (1,) * rank
+
+    def per_program(k: int) -> np.ndarray:
+        return st.get(op.operands[k]).reshape(-1, *ones)
+
+    offset = np.zeros((1, *ones), np.int64)
+    mask = np.ones((1, *ones), np.bool_)
+    for d in range(rank):
+        lanes = np.arange(block[d], dtype=np.int32).reshape(1, *(block[d] if a == d else 1 for a in range(rank)))
+        index = np.add(per_program(2 * rank + d), lanes, dtype=np.int32)
+        wide = index.astype(np.int64)
+        mask = mask & (index >= 0) & (wide < per_program(1 + d))
+        offset = offset + (wide * per_program(1 + rank + d) if d < rank - 1 else wide)
+    base = st.raw(op.operands[0])
+    ety = elem_of(op.result.type)
+    itemsize = storage_dtype(ety).itemsize
+    if isinstance(base, Ptr):
+        ptr = Ptr(base.base.reshape(-1, *ones), np.add(base.index.reshape(-1, *ones), offset, dtype=np.int64), itemsize)
+    else:
+        ptr = Ptr(base.reshape(-1, *ones), offset, itemsize)
+    fill = np.full((1, *ones), np.nan if op.attrs["padding"] == "nan" else 0, np_dtype(ety))
+    return [_load(st, op, ptr, mask, fill)]
+
+
+def _load(st: State, op: Op, ptr: Val, mask: np.ndarray | None, other: np.ndarray | None) -> Val:
     ety = elem_of(op.result.type)
     rows = max(lead(ptr), lead(mask), lead(other), 1 if st.active is None else st.nprog)
     shape = (rows,) + shape_of(op.result.type)
@@ -258,14 +292,14 @@ def load(st: State, op: Op) -> list[Val]:
             np.copyto(raw, view[start : start + idx.size].reshape(idx.shape))
         else:
             np.take(view, idx, out=raw, mode="clip")
-        return [from_storage(raw, ety)]
+        return from_storage(raw, ety)
     if other is None:
         out = np.zeros(shape, dtype=np_dtype(ety))
     else:
         out = np.array(np.broadcast_to(other, shape))
     for part in parts:
         out[part.sel] = from_storage(np.take(part.buf.view(sdt), part.idx, mode="clip"), ety)
-    return [out]
+    return out
 
 
 @rule("store", writes_memory=True)

@@ -24,6 +24,7 @@ from .types import (
     float32,
     int1,
     int32,
+    int64,
     shape_of,
     with_elem,
     with_shape,
@@ -386,6 +387,28 @@ def _store(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Typ
     return []
 
 
+def _descriptor_load(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
+    """The `block_shape` tile at `offsets` of the tensor at `base` with `shape` and `strides` (in
+    elements; the last stride is 1 and not an operand): operands base, shape (one per dimension),
+    strides (one per dimension but the last), offsets (one per dimension)."""
+    block = _shape_attr(a)
+    rank = len(block)
+    if len(t) != 3 * rank:
+        raise IRError(f"'descriptor_load' of a rank-{rank} block takes {3 * rank} operands (base, {rank} shape, "
+                      f"{rank - 1} strides, {rank} offsets), got {len(t)}")
+    base = t[0]
+    if not isinstance(base, PointerType) or not isinstance(base.element_ty, ScalarType):
+        raise IRError(f"'descriptor_load' base must be a pointer to scalars, got {base}")
+    for what, types, want in (("shape", t[1 : 1 + rank], int64), ("strides", t[1 + rank : 2 * rank], int64),
+                              ("offsets", t[2 * rank :], int32)):
+        if any(x != want for x in types):
+            raise IRError(f"'descriptor_load' {what} must be {want} scalars, got {', '.join(map(str, types))}")
+    if a.get("padding") == "nan" and not base.element_ty.is_floating():
+        raise IRError(f"'descriptor_load' padding 'nan' needs floating-point elements, got {base.element_ty}")
+    return [TileType(block, base.element_ty)]
+
+
+DESCRIPTOR_PADDINGS = ("zero", "nan")
 CACHE_MODIFIERS = ("", ".ca", ".cg", ".cv", ".cs", ".wb", ".wt")
 EVICTION_POLICIES = ("", "evict_normal", "evict_first", "evict_last")
 ATOMIC_KINDS = ("add", "fadd", "max", "min", "umax", "umin", "and", "or", "xor", "xchg")
@@ -420,6 +443,8 @@ _ORDERING = {"sem": enum(*MEM_SEMANTICS, required=True), "scope": enum(*MEM_SCOP
 _define("addptr", _addptr)
 _define("load", _load, {**_CACHING, "volatile": optional("bool")}, side_effects=False)
 _define("store", _store, _CACHING, side_effects=True)
+_define("descriptor_load", _descriptor_load,
+        {"shape": required("ints"), "padding": enum(*DESCRIPTOR_PADDINGS, required=True), **_CACHING}, side_effects=False)
 _define("atomic_rmw", _atomic_rmw, {"kind": enum(*ATOMIC_KINDS, required=True), **_ORDERING}, side_effects=True)
 _define("atomic_cas", _atomic_cas, _ORDERING, side_effects=True)
 

@@ -57,7 +57,7 @@ def _pure(op: Op) -> bool:
         and not opdef.side_effects
         and not opdef.terminator
         and not op.regions
-        and op.name != "load"
+        and op.name not in ("load", "descriptor_load")  # memory may change between two
         and not (op.name == "inline_asm" and not op.attrs.get("pure"))
         and bool(op.results)
     )

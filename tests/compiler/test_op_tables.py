@@ -142,6 +142,12 @@ def test_the_benchmark_kernels_write_only_attributes_of_their_schemas(traced: li
     k.layer_norm_kernel[(1,)](h, np.empty_like(h), h, h, 8, 8, 1e-5, BLOCK_SIZE=16)
     k.tiny_kernel[(1,)](x)
     k.matmul_kernel[(1, 1)](h, h, np.empty_like(h), 16, 16, 16, 16, 1, 16, 1, 16, 1, BLOCK_M=16, BLOCK_N=16, BLOCK_K=16)
+    m16 = np.ones((16, 16), np.float16)
+    c16 = np.empty_like(m16)
+    k.matmul_tma_kernel[(1, 1)](*(k.TensorDescriptor.from_tensor(t, [16, 16]) for t in (m16, m16, c16)), 16, 16, 16,
+                                BLOCK_M=16, BLOCK_N=16, BLOCK_K=16)
+    np.testing.assert_array_equal(c16, np.full((16, 16), 16, np.float16))
+    assert any(op.name == "descriptor_load" for m in traced for op in m.kernel.walk())
     check_modules(traced)
 
 

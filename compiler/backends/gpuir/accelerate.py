@@ -94,7 +94,7 @@ def _fed_operands(fn: Function, dot: Op) -> list[tuple[Op, int]]:
     return fed
 
 
-def _wgmma_fit(fn: Function, op: Op, num_warps: int) -> tuple[int, tuple[int, int]] | str:
+def wgmma_fit(fn: Function, op: Op, num_warps: int) -> tuple[int, tuple[int, int]] | str:
     """wgmma's N and warps per tile for `op`, or why wgmma does not take it."""
     a, c = elem_of(op.operands[0].type), elem_of(op.operands[2].type)
     assert isinstance(a, ScalarType) and isinstance(c, ScalarType)
@@ -108,7 +108,7 @@ def _wgmma_fit(fn: Function, op: Op, num_warps: int) -> tuple[int, tuple[int, in
 
 def _wgmma(fn: Function, op: Op, num_warps: int) -> tuple[str, DotPlan] | str:
     """The engine and wgmma plan of `op`, or why wgmma does not take it."""
-    found = _wgmma_fit(fn, op, num_warps)
+    found = wgmma_fit(fn, op, num_warps)
     if isinstance(found, str):
         return found
     width, warps = found
@@ -162,7 +162,7 @@ def upcast_fp8_dots(fn: Function, num_warps: int, has_wgmma: bool) -> None:
     def visit(op: Op, subst: Subst) -> list[Op] | None:
         if op.name != "dot" or not _is_fp8(op):
             return None
-        found = _wgmma_fit(fn, op, num_warps) if has_wgmma else "no fp8 MMA on this target (fp8 wgmma needs sm_90a)"
+        found = wgmma_fit(fn, op, num_warps) if has_wgmma else "no fp8 MMA on this target (fp8 wgmma needs sm_90a)"
         if not isinstance(found, str):
             return None
         casts = [Op("cast", [v], [with_elem(v.type, float16)], {"to": float16}, loc=op.loc) for v in op.operands[:2]]

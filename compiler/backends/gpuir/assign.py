@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from ...ir.core import Block, Function, Module, Op, Value
 from ...ir.registry import OpRegistry
 from ...ir.types import PointerType, TileType, elem_of, shape_of
+from ...passes.descriptors import expand_descriptor_loads
 from ...passes.rewrite import Subst, clone_function, replace_results, rewrite_block
 from ...passes.unroll import unroll_loops
 from ..errors import BackendError, op_error
@@ -35,6 +36,7 @@ from .encodings import Blocked, DotOperand, Encoding, Slice, coalesced_blocked, 
 from .linear import LinearLayout, log2, scalar_layout
 from .mma import MmaOperand
 from .ops import CONVERT
+from .tma import plan_tensor_maps
 
 if TYPE_CHECKING:
     from .pipeline import LoopPipeline
@@ -241,6 +243,15 @@ class _Assigner:
             self.prefer(op.operands[0])
         self.same_layout(op)
 
+    @RULES.register("descriptor_load")
+    def descriptor_load(self, op: Op) -> None:
+        """A block TMA copies is read from shared memory in 16-byte vectors along its contiguous last dimension."""
+        ty = op.result.type
+        assert isinstance(ty, TileType)
+        nbytes = elem_of(ty).itemsize
+        self.prefer_vectors(op.result, tuple(reversed(range(len(ty.shape)))), max(min(16 // nbytes, ty.shape[-1]), 1),
+                            nbytes)
+
     @RULES.register("constant", "program_id", "num_programs", "arange", "splat", "reshape", "trans", "cat", "join",
                     "split", "device_print", "assume", "barrier")
     def own_layout(self, op: Op) -> None:
@@ -370,12 +381,18 @@ class _Assigner:
         order = tuple(sorted(reversed(range(rank)), key=lambda d: -info.contig[d]))
         nbytes = pointee.element_ty.itemsize
         aligned = min(max(info.div[order[0]] // nbytes, 1), info.contig[order[0]])
-        per_thread = min(aligned, 16 // nbytes)
+        self.prefer_vectors(ptr, order, min(aligned, 16 // nbytes), nbytes)
+
+    def prefer_vectors(self, v: Value, order: tuple[int, ...], per_thread: int, nbytes: int) -> None:
+        """Ask for `v`'s class a layout that accesses memory in vectors of `per_thread` elements of `nbytes`
+        along `order[0]` (the strongest ask of a class wins)."""
+        ty = v.type
+        assert isinstance(ty, TileType)
         blocked = coalesced_blocked(ty.shape, order, per_thread, self.num_warps)
-        self.memory.add(self.find(self.cls(ptr)))
+        self.memory.add(self.find(self.cls(v)))
         if per_thread > 1:
-            self.order.setdefault(self.find(self.cls(ptr)), order)
-        self.prefs.append((ptr, blocked.size_per_thread[order[0]] * nbytes, blocked))
+            self.order.setdefault(self.find(self.cls(v)), order)
+        self.prefs.append((v, blocked.size_per_thread[order[0]] * nbytes, blocked))
 
     def resolve(self) -> None:
         """Give every tile value the encoding of its class, in its type."""
@@ -452,9 +469,14 @@ def _numel(shape: tuple[int, ...]) -> int:
 
 def assign_layouts(module: Module, num_warps: int, has_wgmma: bool = False) -> GpuFunction:
     """The GPU IR of `module`'s kernel for `num_warps` warps (the module is not modified); with
-    `has_wgmma` (an sm_90a target) the dots that fit run on wgmma."""
+    `has_wgmma` (an sm_90a target) the dots that fit run on wgmma, and the descriptor loads that TMA
+    copies (`tma.py`) stay; the other descriptor loads become masked loads first."""
     log2(num_warps)
-    fn = unroll_loops(clone_function(module.kernel))
+    fn = clone_function(module.kernel)
+    if has_wgmma:
+        plan_tensor_maps(fn, module.attrs, num_warps)
+    expand_descriptor_loads(Module([fn], module.attrs), keep=lambda op: isinstance(op.attrs.get("tma"), int))
+    fn = unroll_loops(fn)
     accumulate_dot_adds(fn)
     upcast_fp8_dots(fn, num_warps, has_wgmma)
     private_addresses(fn)

@@ -71,7 +71,7 @@ RULES.builtin("`AxisAnalysis._assume` reads the divisibility its condition state
 RULES.builtin("no results to describe", "store", "local_store", "barrier", "device_print", "device_assert")
 RULES.unsupported("float results: the facts describe integers and pointers (unknown)", "exp", "exp2", "log", "log2",
                   "sqrt", "sqrt_rn", "rsqrt", "sin", "cos", "erf", "floor", "ceil", "div", "div_rn", "fdiv", "pow", "fma")
-RULES.unsupported("values read from memory: no facts (unknown)", "load", "atomic_rmw", "atomic_cas")
+RULES.unsupported("values read from memory: no facts (unknown)", "load", "descriptor_load", "atomic_rmw", "atomic_cas")
 RULES.unsupported("not analysed: results get no facts (unknown)", "neg", "abs", "not", "bitcast", "reshape", "cat",
                   "join", "split", "dot")
 RULES.unsupported("calls are inlined before layout assignment runs the analysis", "call")

@@ -70,7 +70,9 @@ GPU_ATTRS: dict[str, Mapping[str, Attr]] = {
     # accelerate.plan_dot: mma.sync, wgmma or fma, and why; a wgmma dot's A read from registers
     "dot": {"engine": optional("str"), "operand_a": enum("registers")},
     "for": {"pipeline": optional("str")},  # pipeline.plan_pipelines: the stages and ring, or why none
-    "load": {"async_copy": optional("str")},  # pipeline.plan_pipelines: the copies, or why none
+    "load": {"async_copy": optional("str"), "tma": optional("str")},  # pipeline.plan_pipelines: the copies, or why none
+    # tma.plan_tensor_maps: the index of the block's tensor map, or why TMA does not copy it (then it is a `load`)
+    "descriptor_load": {"tma": optional("int", "str"), "async_copy": optional("str")},
 }
 
 

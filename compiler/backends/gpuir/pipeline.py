@@ -42,7 +42,7 @@ second block per SM that the ring without it leaves room for.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ...ir.core import Block, Function, Op, Value
 from ...ir.types import ScalarType, TileType, elem_of, float8e4nv, float8e5
@@ -51,6 +51,7 @@ from .assign import CONVERT, GpuFunction
 from .mma import Mma, MmaOperand
 from .ops import LOCAL_ALLOC, LOCAL_LOAD, gpu_opdef
 from .shared import SwizzledShared, operand_shared
+from .tma import shared_layout as tma_shared
 from .wgmma import RESERVED_BYTES, SHARED_BYTES, SM_SHARED_BYTES
 
 _COPY_BYTES = (4, 8, 16)  # what one cp.async moves
@@ -70,9 +71,11 @@ class AsyncLoad:
     convert: Op
     shared: SwizzledShared
     op_idx: int  # 0: the dot's A, 1: its B
-    vec: int  # elements per cp.async
-    copy_bytes: int  # bytes per cp.async
+    vec: int  # elements per cp.async (0: copied by TMA)
+    copy_bytes: int  # bytes per cp.async (TMA: the block's)
     slot_bytes: int
+    tma: int | None = None  # a descriptor load TMA copies: its tensor map's index
+    trans: Op | None = None  # a TMA block's `trans`, which the dot reads the slot through
 
 
 @dataclass(frozen=True)
@@ -98,12 +101,23 @@ class LoopPipeline:
     def align(self) -> int:
         return 1024 if self.wgmma else 16
 
+    @property
+    def tma(self) -> bool:
+        """Some load is copied by TMA (whose copies complete a full mbarrier per slot)."""
+        return any(a.tma is not None for a in self.loads)
+
+    @property
+    def cp_async(self) -> bool:
+        """Some load is copied by cp.async."""
+        return any(a.tma is None for a in self.loads)
+
     def slot_ring_bytes(self) -> int:
         return self.slots * sum(a.slot_bytes for a in self.loads)
 
     def ring_bytes(self) -> int:
-        """The slots' bytes, then the mbarriers' (a full and an empty one per slot)."""
-        return self.slot_ring_bytes() + (2 * self.slots * MBARRIER_BYTES if self.handoff == "mbarriers" else 0)
+        """The slots' bytes, then the mbarriers' (a full and an empty one per slot; TMA's full ones)."""
+        barriers = 2 if self.handoff == "mbarriers" else 1 if self.tma else 0
+        return self.slot_ring_bytes() + barriers * self.slots * MBARRIER_BYTES
 
     def is_async(self, op: Op) -> bool:
         return any(a.load is op for a in self.loads)
@@ -128,8 +142,38 @@ def _is_zero(v: Value) -> bool:
     return isinstance(owner, Op) and owner.name == "constant" and owner.attrs.get("value") in (0, 0.0, False)
 
 
+def _tma_load(gpu: GpuFunction, op: Op, users: dict[Value, list[Op]]) -> AsyncLoad | str:
+    """The plan of a descriptor load that TMA copies into the ring, or why it is not pipelined."""
+    (user, *others) = users.get(op.result, [None])
+    trans = None
+    if user is not None and not others and user.name == "trans":
+        trans = user
+        (user, *others) = users.get(user.result, [None])
+    if others or user is None or user.name != CONVERT:
+        return "its tile has other users than one dot operand conversion"
+    enc = gpu.encoding(user.result)
+    if not isinstance(enc, MmaOperand) or enc.parent.version != 3:
+        return "it does not feed a wgmma dot"
+    dots = users.get(user.result, [])
+    if len(dots) != 1 or dots[0].name != "dot":
+        return "its operand conversion has other users than one dot"
+    elem = elem_of(op.result.type)
+    assert isinstance(elem, ScalarType)
+    block = tuple(op.attrs["shape"])
+    shared = tma_shared(block, elem.itemsize)
+    if trans is not None:
+        shared = replace(shared, order=(0, 1))  # the same bytes, read as the transposed tile
+    kdim = 1 if enc.op_idx == 0 else 0
+    if elem.itemsize == 1 and shared.order[0] != kdim:
+        return "wgmma reads 8-bit operands K-major only, and this block is contiguous along M or N"
+    nbytes = block[0] * block[1] * elem.itemsize
+    return AsyncLoad(op, user, shared, enc.op_idx, 0, nbytes, nbytes, op.attrs["tma"], trans)
+
+
 def _async_load(gpu: GpuFunction, op: Op, users: dict[Value, list[Op]]) -> AsyncLoad | str:
     """The plan of one load, or why it is not copied asynchronously."""
+    if op.name == "descriptor_load":
+        return _tma_load(gpu, op, users)
     (user, *others) = users.get(op.result, [None])
     if others or user is None or user.name != CONVERT:
         return "its tile has other users than one dot operand conversion"
@@ -220,7 +264,7 @@ def plan_loop(gpu: GpuFunction, loop: Op, num_stages: int, users: dict[Value, li
     carried: set[int] = set()
     reasons: list[str] = []
     for op in body.ops:
-        if op.name != "load":
+        if op.name != "load" and not (op.name == "descriptor_load" and isinstance(op.attrs.get("tma"), int)):
             continue
         plan = _async_load(gpu, op, users)
         found = _ahead_slice(body, list(op.operands)) if not isinstance(plan, str) else None
@@ -235,14 +279,15 @@ def plan_loop(gpu: GpuFunction, loop: Op, num_stages: int, users: dict[Value, li
         carried |= found[1]
     if not loads:
         return f"no load to pipeline: {reasons[0]}" if reasons else "no load feeds a tensor-core dot"
-    skip = {a.load for a in loads}
+    skip = {a.load for a in loads} | {a.trans for a in loads if a.trans is not None}
     current = _current(body, loop, ahead, carried, skip, users)
     order = tuple(op for op in body.ops if op in ahead)
     wgmma = any(a.shared.block for a in loads)
     asynchronous = _async_dots(gpu, body, users, {a.convert for a in loads}) if wgmma else frozenset()
     slot_bytes = sum(a.slot_bytes for a in loads)
+    tma = any(a.tma is not None for a in loads)
     return LoopPipeline(stages, tuple(loads), order, tuple(sorted(carried)), frozenset(current), wgmma, asynchronous,
-                        _spare_slot(stages, slot_bytes), "barrier" if wgmma else "mbarriers")
+                        _spare_slot(stages, slot_bytes), "barrier" if wgmma or tma else "mbarriers")
 
 
 def _spare_slot(stages: int, slot_bytes: int) -> bool:
@@ -333,12 +378,15 @@ def plan_pipelines(gpu: GpuFunction, num_stages: int) -> None:
             op.attrs["pipeline"] = f"none: {plan}"
             continue
         gpu.pipelines[op] = plan
+        by = [f"{n} loads by {how}" for n, how in ((sum(a.tma is None for a in plan.loads), "cp.async"),
+                                                    (sum(a.tma is not None for a in plan.loads), "TMA")) if n]
         op.attrs["pipeline"] = (
-            f"{plan.stages} stages, {len(plan.loads)} loads by cp.async, ring of {plan.ring_bytes()} bytes"
+            f"{plan.stages} stages, {' and '.join(by)}, ring of {plan.ring_bytes()} bytes"
             + (f" in {plan.slots} slots, wgmma waits with 1 group in flight" if plan.async_dots else "")
             + (", copies after a second barrier" if plan.async_dots and not plan.spare_slot else "")
             + (", slots handed over by mbarriers" if plan.handoff == "mbarriers" else "")
         )
         for a in plan.loads:
-            a.load.attrs["async_copy"] = f"{a.copy_bytes}-byte copies into {a.shared}"
+            a.load.attrs["async_copy"] = (f"{a.copy_bytes}-byte copies into {a.shared}" if a.tma is None else
+                                          f"TMA copies of {a.copy_bytes} bytes into {a.shared}")
 

@@ -8,10 +8,14 @@ Kernel ABI (what a launcher needs to call the cubin):
 
 - The cubin holds one entry function named `metadata["name"]` (the kernel's name).
 - Its parameters are the kernel function's arguments, in the order of `module.kernel.args`,
-  with nothing added or removed, each packed at its natural size and alignment (as a C struct
+  with nothing removed, each packed at its natural size and alignment (as a C struct
   of: pointer -> 8-byte device address; int1 -> 1 byte, 0 or 1; int8/uint8 -> 1; int16,
   fp16, bf16 -> 2 (fp16/bf16 as their raw bits); int32, uint32, fp32 -> 4; int64, uint64,
   fp64 -> 8). `cuLaunchKernel` with one pointer per argument to a value of that size works.
+- Then one 128-byte `CUtensorMap` (64-byte aligned) per entry of `metadata["tensor_maps"]`, when
+  there is that key: encode each with `cuTensorMapEncodeTiled` from the arguments and constants
+  the entry names (`gpuir/tma.py`, `TensorMap.as_metadata`: the element type, the base, shape and
+  strides in elements, outermost dimension first, the box, the swizzle and the fill).
 - Launch with a 1-D block of `metadata["num_threads"]` (= 32 * num_warps) threads; the grid is
   the kernel's program grid (up to 3-D, `program_id(axis)` is `blockIdx.{x,y,z}`).
 - Pass `metadata["shared"]` bytes of dynamic shared memory (0 if none); above 48 KiB set

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -484,3 +485,38 @@ def test_inline_asm_results() -> None:
         assert [r.type for r in op.results] == [I8, F8]
 
     verify(kernel(build, [F8]))
+
+
+def _descriptor_load(operands: list[Value], attrs: dict[str, Any]) -> Callable[[Builder, list[Value]], None]:
+    def build(b: Builder, a: list[Value]) -> None:
+        b.block.ops.append(Op("descriptor_load", operands or [a[0], *(const(b, 8, int64),) * 3,
+                                                             *(const(b, 0, int32),) * 2],
+                              [TileType((8, 16), float32)], {"shape": [8, 16], "padding": "zero", **attrs}))
+    return build
+
+
+def test_descriptor_load() -> None:
+    verify(kernel(_descriptor_load([], {})))
+    verify(kernel(_descriptor_load([], {"padding": "nan", "cache": ".cg"})))
+    fails(kernel(_descriptor_load([], {"padding": "pad"})), "'padding' must be one of 'zero', 'nan'")
+    fails(kernel(_descriptor_load([], {"shape": [8, 16, 2]})), "a rank-3 block takes 9 operands (base, 3 shape, 2 strides, 3 offsets), got 6")
+
+
+@pytest.mark.parametrize("operands,message", [
+    (lambda b, a: [a[1], *(const(b, 8, int64),) * 3, *(const(b, 0, int32),) * 2], "base must be a pointer to scalars"),
+    (lambda b, a: [a[0], *(const(b, 8, int32),) * 3, *(const(b, 0, int32),) * 2], "shape must be int64 scalars"),
+    (lambda b, a: [a[0], *(const(b, 8, int64),) * 3, *(const(b, 0, int64),) * 2], "offsets must be int32 scalars"),
+])
+def test_descriptor_load_operands(operands: Callable[[Builder, list[Value]], list[Value]], message: str) -> None:
+    def build(b: Builder, a: list[Value]) -> None:
+        b.block.ops.append(Op("descriptor_load", operands(b, a), [TileType((8, 16), float32)],
+                              {"shape": [8, 16], "padding": "zero"}))
+    fails(kernel(build), message)
+
+
+def test_nan_padding_needs_floats() -> None:
+    def build(b: Builder, a: list[Value]) -> None:
+        base = b.value("bitcast", [a[0]], to=PointerType(int32))
+        b.block.ops.append(Op("descriptor_load", [base, *(const(b, 8, int64),) * 3, *(const(b, 0, int32),) * 2],
+                              [TileType((8, 16), int32)], {"shape": [8, 16], "padding": "nan"}))
+    fails(kernel(build), "padding 'nan' needs floating-point elements, got int32")

@@ -26,6 +26,7 @@ from . import (  # noqa: F401
     reduce,
     scan,
     shapes,
+    tma,
 )
 from .context import Lowering
 from .registry import RULES, lowering
@@ -35,11 +36,15 @@ def lower(gpu: GpuFunction, target: Target, line_info: bool = True, fp_fusion: b
           maxnreg: int | None = None) -> tuple[ir.Module, int, dict[str, Any]]:
     """The kernel as an LLVM module, the bytes of dynamic shared memory it needs, and the metadata
     of its prints and asserts (`prints`: whether it calls vprintf; `asserts`: its device_asserts,
-    indexed as the `__despina_assert` record names them). With `line_info`, every instruction carries
+    indexed as the `__despina_assert` record names them) and of the tensor maps it takes after its
+    arguments (`tensor_maps`, when it has any: `gpuir.tma.TensorMap.as_metadata`). With `line_info`, every instruction carries
     the source line of the op it came from (`debuginfo`). `fp_fusion` and `maxnreg`: see `Lowering`."""
     ctx = Lowering(gpu, target, line_info, fp_fusion, maxnreg)
     module = ctx.run()
-    return module, ctx.smem_bytes, {"prints": ctx.prints, "asserts": ctx.asserts}
+    launch: dict[str, Any] = {"prints": ctx.prints, "asserts": ctx.asserts}
+    if ctx.tensor_map_metadata:
+        launch["tensor_maps"] = ctx.tensor_map_metadata
+    return module, ctx.smem_bytes, launch
 
 
 __all__ = ["RULES", "Lowering", "lower", "lowering"]

@@ -1,8 +1,10 @@
 """The lowering driver: walks the GPU IR and calls one rule per op, building LLVM IR.
 
 Kernel ABI (see the package docstring): one `ptx_kernel` function named after the kernel, its
-parameters the kernel's arguments in order, a 1-D block of `32 * num_warps` threads, and
-`shared` bytes of dynamic shared memory (`global_smem`) that the launch must provide.
+parameters the kernel's arguments in order, then one 128-byte tensor map per entry of the
+metadata's `tensor_maps` (which the launch encodes from the arguments: `gpuir/tma.py`), a 1-D block
+of `32 * num_warps` threads, and `shared` bytes of dynamic shared memory (`global_smem`) that the
+launch must provide.
 """
 
 from __future__ import annotations
@@ -13,13 +15,14 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import llvmlite.ir as ir
-from llvmlite.ir.values import FunctionAttributes
+from llvmlite.ir.values import ArgumentAttributes, FunctionAttributes
 
 from ....ir.core import Block, Op, Value
 from ....ir.types import ElemType, elem_of
 from ...errors import BackendError, op_error
 from ...gpuir import GpuFunction, LinearLayout
 from ...gpuir.smem_alloc import SharedAllocator
+from ...gpuir.tma import tensor_maps
 from ..target import DATA_LAYOUT, TRIPLE, Target, refused
 from .debuginfo import DebugInfo
 from .registry import RULES, Regs
@@ -41,6 +44,18 @@ class _KernelAttributes(FunctionAttributes):
 
     def _to_list(self, ret_type: ir.Type) -> list[str]:
         return super()._to_list(ret_type) + [f'"{k}"="{v}"' for k, v in self.strings.items()]
+
+
+TENSOR_MAP = ir.PointerType(ir.ArrayType(ir.IntType(8), 128))
+"""A tensor map parameter: a 128-byte `CUtensorMap` passed by value (`.param .align 64 .b8 [128]`)."""
+
+
+class _GridConstant(ArgumentAttributes):
+    """A by-value parameter read in place (`"nvvm.grid_constant"`, CUDA's `__grid_constant__`): its address
+    is the parameter's own, as TMA needs of a tensor map, not a copy in local memory."""
+
+    def _to_list(self, ret_type: ir.Type) -> list[str]:
+        return super()._to_list(ret_type) + ['"nvvm.grid_constant"']
 
 
 class _ContractingBuilder(ir.IRBuilder):
@@ -71,7 +86,10 @@ class Lowering:
         self.module = ir.Module(name=fn.name)
         self.module.triple = TRIPLE
         self.module.data_layout = DATA_LAYOUT
-        ftype = ir.FunctionType(void, [llvm_type(elem_of(a.type)) for a in fn.args])
+        maps = tensor_maps(fn, gpu.module_attrs)
+        self.tensor_map_metadata = [m.as_metadata() for _, m in maps]
+        """The kernel's tensor maps, as its launch encodes them (`gpuir.tma.TensorMap.as_metadata`)."""
+        ftype = ir.FunctionType(void, [llvm_type(elem_of(a.type)) for a in fn.args] + [TENSOR_MAP] * len(maps))
         self.func = ir.Function(self.module, ftype, name=fn.name)
         self.func.calling_convention = "ptx_kernel"
         n = str(self.num_threads)
@@ -79,6 +97,15 @@ class Lowering:
         self.func.attributes = _KernelAttributes(strings)
         for arg, name in zip(self.func.args, fn.arg_names):
             arg.name = re.sub(r"[^A-Za-z0-9_.]", "_", name) or "arg"
+        self.tensor_maps: dict[Op, ir.Value] = {}
+        """The tensor-map parameter of each descriptor load that TMA copies (`lower/tma.py`)."""
+        for k, (op, _) in enumerate(maps):
+            arg = self.func.args[len(fn.args) + k]
+            arg.name = f"tensor_map{k}"
+            arg.attributes = _GridConstant()
+            arg.attributes.add("byval")
+            arg.attributes.align = 64
+            self.tensor_maps[op] = arg
         self.debug = DebugInfo(self.module, fn, self.func) if line_info else None
         """Where each op's instructions came from (`!dbg`), unless the compile asked for no line info."""
         entry = self.func.append_basic_block("entry")

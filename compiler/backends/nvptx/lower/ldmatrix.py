@@ -34,7 +34,7 @@ from ...gpuir.mma import MmaOperand
 from ...gpuir.shared import SwizzledShared, operand_shared
 from .context import Lowering
 from .registry import Regs
-from .smem import elem_bytes, numel, store_elems, vector_groups
+from .smem import elem_bytes, load_elems, numel, store_elems, vector_groups
 from .types import const, i8, i32, llvm_type
 
 LDMATRIX = "llvm.nvvm.ldmatrix.sync.aligned.m8n8.x{n}{trans}.b16.p3"
@@ -103,6 +103,19 @@ def store_swizzled(ctx: Lowering, elem: ElemType, regs: Regs, src: LinearLayout,
         off = swizzled_offset(ctx, swz, src.shape, idx[rows_dim], idx[contig])
         store_elems(ctx, elem, off, [regs[r] for r in group], buffer)
     return base
+
+
+def load_swizzled(ctx: Lowering, elem: ElemType, dst: LinearLayout, swz: SwizzledShared, buffer: int) -> Regs:
+    """Read the tile at byte `buffer` of shared memory, in layout `swz`, into registers of layout `dst`, a
+    vector of its contiguous dimension at a time."""
+    contig, rows_dim = swz.order
+    out: list[ir.Value] = [ir.Constant(llvm_type(elem), None)] * dst.num_regs
+    for group in vector_groups(dst, elem, dim=contig):
+        idx = ctx.index(dst, group[0])
+        off = swizzled_offset(ctx, swz, dst.shape, idx[rows_dim], idx[contig])
+        for r, v in zip(group, load_elems(ctx, elem, off, len(group), buffer)):
+            out[r] = v
+    return out
 
 
 def _stage(ctx: Lowering, elem: ElemType, regs: Regs, src: LinearLayout, dst: LinearLayout, enc: MmaOperand,

@@ -47,7 +47,7 @@ from ....ir.core import Op
 from ....ir.types import ScalarType, elem_of
 from ...gpuir.mma import MmaOperand
 from ...gpuir.pipeline import MBARRIER_BYTES, AsyncLoad, LoopPipeline
-from . import mbarrier
+from . import mbarrier, tma
 from .context import Lowering
 from .ldmatrix import SharedOperand, split_addresses, swizzled_offset
 from .phis import close_phis, for_header, less
@@ -74,6 +74,12 @@ def _copy(ctx: Lowering, a: AsyncLoad, slot_base: ir.Value, live: ir.Value) -> N
         ctx.call(name, void, [dst, ptrs[g], size])
 
 
+def _barrier(ctx: Lowering, first: int, slot: ir.Value) -> ir.Value:
+    """The mbarrier of `slot` among one per slot from byte `first` of shared memory."""
+    b = ctx.b
+    return mbarrier.at(ctx, b.add(const(i32, first), b.mul(slot, const(i32, MBARRIER_BYTES))))
+
+
 class _Pipeline:
     def __init__(self, ctx: Lowering, op: Op, plan: LoopPipeline, ring: int) -> None:
         self.ctx, self.op, self.plan = ctx, op, plan
@@ -84,6 +90,8 @@ class _Pipeline:
         for a in plan.loads:
             self.bases.append(ring)
             ring += plan.slots * a.slot_bytes
+        self.barriers = ring
+        """The byte offset of the slots' barriers, after the slots."""
         self.split = [self._split(a) for a in plan.loads]
 
     def _split(self, a: AsyncLoad) -> bool:
@@ -115,7 +123,16 @@ class _Pipeline:
             ctx.lower_op(op)
         live = less(ctx, self.signed, iv, hi)
         for i, a in enumerate(self.plan.loads):
-            _copy(ctx, a, self.slot_base(i, slot), live)
+            if a.tma is None:
+                _copy(ctx, a, self.slot_base(i, slot), live)
+        by_tma = [(i, a) for i, a in enumerate(self.plan.loads) if a.tma is not None]
+        if by_tma:  # thread 0, for an iteration of the loop (past its end nothing waits for the slot)
+            b = ctx.b
+            with b.if_then(b.and_(b.icmp_unsigned("==", ctx.tid, const(i32, 0)), live)):
+                full = _barrier(ctx, self.barriers, slot)
+                tma.expect(ctx, full, sum(a.copy_bytes for _, a in by_tma))
+                for i, a in by_tma:
+                    tma.copy(ctx, a.load, self.slot_base(i, slot), full)
         yields = self.body.terminator
         assert yields is not None
         return {j: list(ctx.get(yields.operands[j - 1])) for j in self.plan.carried}
@@ -123,7 +140,7 @@ class _Pipeline:
     def iteration(self, iv: ir.Value, carried: list[Regs], slot: ir.Value) -> list[Regs]:
         """The body for iteration `iv` with its loads' tiles in `slot`; the values it yields."""
         ctx, plan = self.ctx, self.plan
-        skip = {a.load for a in plan.loads} | {a.convert for a in plan.loads}
+        skip = {a.load for a in plan.loads} | {a.convert for a in plan.loads} | {a.trans for a in plan.loads if a.trans}
         for i, a in enumerate(plan.loads):
             layout = ctx.layout(a.convert.result)
             ctx.shared_operands[a.convert.result] = SharedOperand(
@@ -147,21 +164,32 @@ class _Pipeline:
 
 
 class _Handoff:
-    """Slots taken and given back with `cp.async.wait_group` and CTA barriers (the "barrier" handoff)."""
+    """Slots taken and given back with `cp.async.wait_group` and CTA barriers (the "barrier" handoff); TMA's
+    copies complete the full mbarrier of their slot (one per slot, from byte `offset`), which a thread
+    waits for before it reads the slot."""
 
-    def __init__(self, ctx: Lowering, plan: LoopPipeline) -> None:
-        self.ctx, self.plan = ctx, plan
+    def __init__(self, ctx: Lowering, plan: LoopPipeline, offset: int) -> None:
+        self.ctx, self.plan, self.offset = ctx, plan, offset
+
+    def _tma_barriers(self) -> list[ir.Value]:
+        return [mbarrier.at(self.ctx, self.offset + MBARRIER_BYTES * k) for k in range(self.plan.slots)]
 
     def start(self) -> None:
         """Before the prologue."""
+        if self.plan.tma:
+            tma.init_barriers(self.ctx, self._tma_barriers())
 
     def landing(self, slot: ir.Value) -> None:
         """After the copies into `slot` are issued."""
-        self.ctx.call("llvm.nvvm.cp.async.commit.group", void, [])
+        if self.plan.cp_async:
+            self.ctx.call("llvm.nvvm.cp.async.commit.group", void, [])
 
     def take(self, slot: ir.Value, phase: ir.Value) -> None:
         """At the top of an iteration, whose tiles are in `slot`, at its `phase` of use (0 or 1)."""
-        self.ctx.call("llvm.nvvm.cp.async.wait.group", void, [const(i32, self.plan.stages - 2)])
+        if self.plan.cp_async:
+            self.ctx.call("llvm.nvvm.cp.async.wait.group", void, [const(i32, self.plan.stages - 2)])
+        if self.plan.tma:
+            mbarrier.wait(self.ctx, _barrier(self.ctx, self.offset, slot), phase)
         self.ctx.barrier()
 
     def give_back(self, slot: ir.Value, phase: ir.Value, write: ir.Value) -> None:
@@ -170,8 +198,12 @@ class _Handoff:
             self.ctx.barrier()
 
     def finish(self) -> None:
-        """After the loop."""
-        self.ctx.call("llvm.nvvm.cp.async.wait.group", void, [const(i32, 0)])
+        """After the loop (every TMA copy issued was for an iteration, which waited for it)."""
+        if self.plan.cp_async:
+            self.ctx.call("llvm.nvvm.cp.async.wait.group", void, [const(i32, 0)])
+        if self.plan.tma:
+            self.ctx.barrier()
+            mbarrier.invalidate(self.ctx, self._tma_barriers())
 
 
 class _Mbarriers(_Handoff):
@@ -181,17 +213,14 @@ class _Mbarriers(_Handoff):
     group outlives the body, wgmma's asynchronous ones, keep the "barrier" handoff: gpuir.pipeline.)"""
 
     def __init__(self, ctx: Lowering, plan: LoopPipeline, offset: int) -> None:
-        super().__init__(ctx, plan)
-        assert not plan.async_dots and plan.slots == plan.stages
-        self.offset = offset
+        super().__init__(ctx, plan, offset)
+        assert not plan.async_dots and not plan.tma and plan.slots == plan.stages
 
     def _all(self) -> list[ir.Value]:
         return [mbarrier.at(self.ctx, self.offset + MBARRIER_BYTES * k) for k in range(2 * self.plan.slots)]
 
     def _at(self, slot: ir.Value, empty: bool) -> ir.Value:
-        b = self.ctx.b
-        first = self.offset + (MBARRIER_BYTES * self.plan.slots if empty else 0)
-        return mbarrier.at(self.ctx, b.add(const(i32, first), b.mul(slot, const(i32, MBARRIER_BYTES))))
+        return _barrier(self.ctx, self.offset + (MBARRIER_BYTES * self.plan.slots if empty else 0), slot)
 
     def start(self) -> None:
         mbarrier.init(self.ctx, self._all(), self.ctx.num_threads)
@@ -235,7 +264,7 @@ def pipelined_for(ctx: Lowering, op: Op, args: list[Regs], plan: LoopPipeline) -
         if plan.wgmma:
             align_smem(ctx)
         pipe = _Pipeline(ctx, op, plan, ring)
-        hand = _Mbarriers(ctx, plan, ring + plan.slot_ring_bytes()) if plan.handoff == "mbarriers" else _Handoff(ctx, plan)
+        hand = (_Mbarriers if plan.handoff == "mbarriers" else _Handoff)(ctx, plan, pipe.barriers)
         hand.start()
         ahead = {j: list(args[2 + j]) for j in plan.carried}
         for s in range(stages - 1):

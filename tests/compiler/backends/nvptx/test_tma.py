@@ -1,0 +1,175 @@
+"""TMA on the CPU: which descriptor loads it copies (and why not, in the GPU IR), the shared layout it
+lands a block in against the hardware's swizzle formula, what the PTX of a TMA loop holds (the
+tensor-map parameters, `cp.async.bulk.tensor`, the mbarrier waits, no cp.async), the metadata a launch
+encodes the maps from, the copy outside a pipeline, and targets without TMA."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+pytest.importorskip("llvmlite")
+pytest.importorskip("cuda.bindings.nvjitlink")
+
+import despina  # noqa: E402
+import despina.language as tl  # noqa: E402
+from despina.compiler.backends.gpuir.tma import shared_layout  # noqa: E402
+
+
+@despina.jit
+def desc_matmul(a_ptr, b_ptr, c_ptr, M, N, K, s_a, s_b, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                B_NK: tl.constexpr, LOOP_STAGES: tl.constexpr):
+    pid_m, pid_n = tl.program_id(0), tl.program_id(1)
+    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[s_a, 1], block_shape=[BM, BK])
+    if B_NK:
+        b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[s_b, 1], block_shape=[BN, BK])
+    else:
+        b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[s_b, 1], block_shape=[BK, BN])
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in tl.range(0, K, BK, num_stages=LOOP_STAGES):
+        a = a_desc.load([pid_m * BM, k])
+        if B_NK:
+            b = tl.trans(b_desc.load([pid_n * BN, k]))
+        else:
+            b = b_desc.load([k, pid_n * BN])
+        acc = tl.dot(a, b, acc)
+    rm = pid_m * BM + tl.arange(0, BM)
+    rn = pid_n * BN + tl.arange(0, BN)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@despina.jit
+def desc_copy(x_ptr, out_ptr, R, C, BR: tl.constexpr, BC: tl.constexpr):
+    desc = tl.make_tensor_descriptor(x_ptr, shape=[R, C], strides=[C, 1], block_shape=[BR, BC])
+    tile = desc.load([tl.program_id(0) * BR, 0])
+    rows, cols = tl.arange(0, BR), tl.arange(0, BC)
+    tl.store(out_ptr + rows[:, None] * BC + cols[None, :], tile)
+
+
+SIG = "*{t}:16,*{t}:16,*fp32:16,i32,i32,i32:16,i32:16,i32:16"
+
+
+def compile_matmul(dtype: str = "fp16", block: tuple[int, int, int] = (128, 128, 64), b_nk: bool = False,
+                   stages: int = 3, loop_stages: int | None = None, target: str = "sm_90a",
+                   sig: str = SIG, warps: int = 8) -> Any:
+    bm, bn, bk = block
+    consts = {"BM": bm, "BN": bn, "BK": bk, "B_NK": b_nk, "LOOP_STAGES": loop_stages}
+    return despina.compile(desc_matmul, sig.format(t=dtype), consts, num_warps=warps, num_stages=stages, target=target)
+
+
+def tma_attrs(kernel: Any) -> list[str]:
+    return re.findall(r"descriptor_load\(.*?tma = (\d+|\"[^\"]*\")", kernel.asm["gpuir"]) + \
+        re.findall(r" load\(.*?tma = (\"[^\"]*\")", kernel.asm["gpuir"])
+
+
+@pytest.fixture(scope="module")
+def tutorial() -> Any:
+    return compile_matmul()
+
+
+def test_the_loop_copies_both_operands_by_tma(tutorial: Any) -> None:
+    gpuir = tutorial.asm["gpuir"]
+    assert "3 stages, 2 loads by TMA, ring of 98328 bytes" in gpuir
+    assert tma_attrs(tutorial) == ["0", "1"]
+    assert gpuir.count("TMA copies of 16384 bytes into swizzled_shared<vec=8, perPhase=1, maxPhase=8, order=[1, 0], "
+                       "block=64>") == 2
+
+
+def test_the_ptx_takes_the_maps_and_copies_with_tma(tutorial: Any) -> None:
+    ptx = tutorial.asm["ptx"]
+    assert len(re.findall(r"\.param \.align 64 \.b8 desc_matmul_param_\d+\[128\]", ptx)) == 2
+    assert "cp.async.cg" not in ptx and "cp.async.ca" not in ptx and "cp.async.wait_group" not in ptx
+    body = ptx[ptx.index("mbarrier.try_wait.parity") : ptx.index("wgmma.wait_group.sync.aligned 0")]
+    # Each iteration: wait for the slot's copies, a CTA barrier, the dots, then one thread's copies of two
+    # atoms (B: 64 x 128 is two 64-column boxes) and one of A, after one expect_tx on the slot's barrier.
+    assert body.count("mbarrier.try_wait.parity") == 1
+    assert body.count("mbarrier.arrive.expect_tx") == 1
+    assert body.count("cp.async.bulk.tensor.2d.shared::cta.global.tile.mbarrier::complete_tx::bytes") == 3
+    assert body.count("wgmma.mma_async") == 4  # a warpgroup's 64 x 128 rows: m64n128k16 over K = 64
+
+
+def test_the_metadata_names_what_a_launch_encodes(tutorial: Any) -> None:
+    # (a_ptr, b_ptr, c_ptr, M, N, K, s_a, s_b): arguments 0..7
+    assert tutorial.metadata["tensor_maps"] == [
+        {"dtype": "fp16", "base": {"arg": 0}, "shape": [{"arg": 3}, {"arg": 5}], "strides": [{"arg": 6}],
+         "box": [128, 64], "swizzle": 128, "fill": "zero"},
+        {"dtype": "fp16", "base": {"arg": 1}, "shape": [{"arg": 5}, {"arg": 4}], "strides": [{"arg": 7}],
+         "box": [64, 64], "swizzle": 128, "fill": "zero"},
+    ]
+
+
+@pytest.mark.parametrize("dtype,block,b_nk,warps,swizzles", [
+    ("bf16", (128, 256, 64), False, 8, [128, 128]),
+    ("fp16", (64, 128, 32), True, 4, [64, 64]),
+    ("fp16", (64, 64, 16), True, 4, [32, 32]),
+    ("fp8e4nv", (128, 128, 128), True, 8, [128, 128]),
+])
+def test_blocks_of_each_swizzle_and_element_size(dtype: str, block: tuple[int, int, int], b_nk: bool, warps: int,
+                                                 swizzles: list[int]) -> None:
+    k = compile_matmul(dtype, block, b_nk, warps=warps)
+    assert "2 loads by TMA" in k.asm["gpuir"]
+    assert [m["swizzle"] for m in k.metadata["tensor_maps"]] == swizzles
+    assert k.metadata["spill_stores"] == 0
+
+
+@pytest.mark.parametrize("sig,reason", [
+    ("*fp16:16,*fp16,*fp32:16,i32,i32,i32:16,i32:16,i32:16", "its base is not known to be 16-byte aligned"),
+    ("*fp16:16,*fp16:16,*fp32:16,i32,i32,i32:16,i32:16,i32", "its strides are not known to be multiples of 16 bytes"),
+])
+def test_what_the_specialization_does_not_prove_is_a_masked_load(sig: str, reason: str) -> None:
+    k = compile_matmul(sig=sig)
+    assert tma_attrs(k) == ["0", f'"none: {reason}"']
+    assert "3 stages, 1 loads by TMA" in k.asm["gpuir"]  # B's masked load has 2-byte accesses (N is not :16)
+    assert len(k.metadata["tensor_maps"]) == 1
+
+
+def test_tf32_dots_take_mma_sync_and_keep_their_cp_async_pipeline() -> None:
+    k = compile_matmul("fp32", (128, 64, 32), False, warps=4, sig="*{t}:16,*{t}:16,*fp32:16,i32,i32:16,i32:16,i32:16,i32:16")
+    assert tma_attrs(k) == ['"none: it does not feed a wgmma dot in a loop"'] * 2
+    assert "2 loads by cp.async" in k.asm["gpuir"] and "tensor_maps" not in k.metadata
+
+
+def test_a_block_that_feeds_no_dot_is_a_masked_load() -> None:
+    k = despina.compile(desc_copy, "*fp16:16,*fp16:16,i32,i32:16", {"BR": 64, "BC": 64}, num_warps=4, target="sm_90a")
+    assert tma_attrs(k) == ['"none: it does not feed a wgmma dot in a loop"']
+    assert "tensor_maps" not in k.metadata and "cp.async.bulk.tensor" not in k.asm["ptx"]
+
+
+def test_targets_without_wgmma_expand_every_descriptor_load() -> None:
+    for target in ("sm_90", "sm_80"):
+        k = compile_matmul(target=target, sig="*{t}:16,*{t}:16,*fp32:16,i32,i32:16,i32:16,i32:16,i32:16")
+        assert "descriptor_load" not in k.asm["gpuir"] and "2 loads by cp.async" in k.asm["gpuir"]
+        assert "tensor_maps" not in k.metadata and "cp.async.bulk.tensor" not in k.asm["ptx"]
+
+
+def test_an_unpipelined_loop_copies_then_reads_into_registers() -> None:
+    k = compile_matmul(loop_stages=1)
+    assert 'pipeline = "none: num_stages=1"' in k.asm["gpuir"]
+    ptx = k.asm["ptx"]
+    assert ptx.count("cp.async.bulk.tensor") == 3 and ptx.count("mbarrier.inval") == 2
+    assert "ld.shared.v4" in ptx  # the block read back in 16-byte vectors through the swizzle
+
+
+def test_the_loop_ends_with_its_barriers_invalidated(tutorial: Any) -> None:
+    ptx = tutorial.asm["ptx"]
+    assert ptx.count("mbarrier.init.shared.b64") == 3 and ptx.count("mbarrier.inval.shared.b64") == 3
+    assert "fence.proxy.async.shared::cta" in ptx[: ptx.index("cp.async.bulk.tensor")]
+
+
+@pytest.mark.parametrize("block,itemsize,swizzle", [((64, 64), 2, 128), ((8, 32), 2, 64), ((16, 16), 2, 32),
+                                                   ((32, 128), 1, 128), ((8, 32), 4, 128), ((16, 128), 2, 128)])
+def test_the_landing_layout_is_the_hardware_swizzle(block: tuple[int, int], itemsize: int, swizzle: int) -> None:
+    """TMA writes a box of `swizzle`-byte rows with the 16-byte chunks of each address xor'ed by its bits
+    from 7 on (byte bits [4, 4 + log2(W/16)) ^= [7, ...), W the swizzle's bytes), atom after atom: the
+    layout the loop's slots and the copy outside a pipeline read through."""
+    rows, width = block
+    inv = shared_layout(block, itemsize).linear(block).invert()
+    atom_cols = swizzle // itemsize
+    for r in range(rows):
+        for col in range(width):
+            atom, c = divmod(col, atom_cols)
+            plain = r * swizzle + c * itemsize
+            want = atom * rows * swizzle + (plain ^ (((plain >> 7) % (swizzle // 16)) << 4))
+            assert inv.apply(dim0=r, dim1=col)[0] * itemsize == want, (r, col)

@@ -1,0 +1,166 @@
+"""Tensor-descriptor loads copied by TMA on a compute-capability-9.0 device (sm_90a): matmuls whose
+operands come through host `TensorDescriptor`s and through `tl.make_tensor_descriptor` of the kernel's
+arguments, against torch, over ragged shapes (TMA fills the out-of-bounds part of a box with zeros),
+16-bit and fp8 operands (and tf32, whose mma.sync dots read masked loads instead), B read as [K, N] or as [N, K] through `tl.trans`, 32-, 64- and 128-byte
+swizzles and several atoms a row, 1 (copied outside a pipeline, then read into registers through
+the swizzle model) to 4 stages; index-valued tiles read exactly; the same kernel run by the daemon."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import despina
+import despina.language as tl
+from despina.runtime import driver
+from despina.tools.tensor_descriptor import TensorDescriptor
+
+from .test_dot import TORCH
+from .test_execute import GrpcDaemon
+
+
+@despina.jit
+def desc_matmul(a_desc, b_desc, c_ptr, M, N, K, s_cm, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                B_NK: tl.constexpr):
+    pid_m, pid_n = tl.program_id(0), tl.program_id(1)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in range(0, K, BK):
+        a = a_desc.load([pid_m * BM, k])
+        if B_NK:
+            b = tl.trans(b_desc.load([pid_n * BN, k]))
+        else:
+            b = b_desc.load([k, pid_n * BN])
+        acc = tl.dot(a, b, acc)
+    rm = pid_m * BM + tl.arange(0, BM)
+    rn = pid_n * BN + tl.arange(0, BN)
+    tl.store(c_ptr + rm[:, None] * s_cm + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@despina.jit
+def device_desc_matmul(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    pid_m, pid_n = tl.program_id(0), tl.program_id(1)
+    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BM, BK])
+    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[N, 1], block_shape=[BK, BN])
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in range(0, K, BK):
+        acc = tl.dot(a_desc.load([pid_m * BM, k]), b_desc.load([k, pid_n * BN]), acc)
+    rm = pid_m * BM + tl.arange(0, BM)
+    rn = pid_n * BN + tl.arange(0, BN)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+# dtype, (M, N, K), (BM, BN, BK), warps, stages, B as [N, K] (through tl.trans)
+CASES = [
+    ("fp16", (256, 256, 256), (128, 128, 64), 8, 3, False),
+    ("fp16", (200, 136, 208), (128, 128, 64), 8, 3, False),
+    ("bf16", (256, 512, 320), (128, 256, 64), 8, 3, False),
+    ("fp16", (256, 256, 192), (128, 128, 64), 8, 3, True),
+    ("bf16", (130, 200, 112), (128, 64, 64), 4, 2, True),
+    ("fp16", (256, 256, 384), (128, 128, 128), 8, 2, False),  # two atoms a row of A
+    ("fp16", (192, 320, 96), (64, 128, 32), 4, 4, False),  # 64-byte swizzle of A
+    ("fp16", (128, 128, 80), (64, 64, 16), 4, 3, True),  # 32-byte swizzle
+    ("fp16", (256, 256, 256), (128, 128, 64), 8, 1, False),  # no pipeline: copied, then read into registers
+    ("fp16", (256, 256, 48), (128, 128, 64), 8, 3, False),  # one iteration, K < BLOCK_K
+    ("fp8e4nv", (256, 256, 256), (128, 128, 128), 8, 3, True),
+    ("fp32", (256, 128, 160), (128, 64, 32), 4, 3, True),  # tf32: mma.sync, whose loads are masked loads
+]
+
+
+@pytest.fixture
+def hopper(torch_cuda: Any, gpu_device: Any, fresh_cache: Path) -> Any:
+    if gpu_device.capability != (9, 0):
+        pytest.skip(f"TMA is copied in wgmma loops on a compute-capability-9.0 device, not {gpu_device}")
+    return torch_cuda
+
+
+def _operand(torch: Any, dtype: str, shape: tuple[int, int], seed: int) -> Any:
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    x = torch.randn(shape, generator=g, device="cuda", dtype=torch.float32)
+    return x.to(getattr(torch, "float8_e4m3fn" if dtype == "fp8e4nv" else TORCH[dtype]))
+
+
+def _run(torch: Any, case: tuple[Any, ...]) -> tuple[Any, Any, Any]:
+    dtype, (m, n, k), (bm, bn, bk), warps, stages, b_nk = case
+    a = _operand(torch, dtype, (m, k), 1)
+    b = _operand(torch, dtype, (n, k) if b_nk else (k, n), 2)
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float32)
+    a_desc = TensorDescriptor.from_tensor(a, [bm, bk])
+    b_desc = TensorDescriptor.from_tensor(b, [bn, bk] if b_nk else [bk, bn])
+    grid = (despina.cdiv(m, bm), despina.cdiv(n, bn))
+    desc_matmul[grid](a_desc, b_desc, c, m, n, k, c.stride(0), BM=bm, BN=bn, BK=bk, B_NK=b_nk,
+                      num_warps=warps, num_stages=stages)
+    return a, (b.t() if b_nk else b), c
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{'x'.join(map(str, c[1]))}-b{'x'.join(map(str, c[2]))}"
+                         f"-w{c[3]}-s{c[4]}{'-nk' if c[5] else ''}")
+def test_descriptor_matmul_matches_torch(hopper: Any, case: tuple[Any, ...]) -> None:
+    torch = hopper
+    dtype, k = case[0], case[1][2]
+    a, b, c = _run(torch, case)
+    want = a.double() @ b.double()
+    tol = {"fp16": 1e-2, "bf16": 3e-2, "fp8e4nv": 2e-2, "fp32": 1e-2}[dtype]
+    torch.testing.assert_close(c.double(), want, rtol=tol, atol=tol * max(k, 1) ** 0.5)
+
+
+@pytest.mark.parametrize("stages", [1, 3])
+def test_index_valued_tiles_read_exactly(hopper: Any, stages: int) -> None:
+    """A's rows, then its columns, as values (exact in fp16) times the identity: a block of two atoms a row
+    landed by TMA in the hardware's 128-byte swizzle and read through despina's model of it (stages=1), or
+    by wgmma's descriptors (stages=3), comes back element for element."""
+    torch = hopper
+    m = k = 128
+    rows = torch.arange(m, device="cuda", dtype=torch.float16)[:, None].expand(m, k).contiguous()
+    cols = torch.arange(k, device="cuda", dtype=torch.float16)[None, :].expand(m, k).contiguous()
+    eye = torch.eye(k, device="cuda", dtype=torch.float16)
+    for a in (rows, cols):
+        c = torch.full((m, k), -1.0, device="cuda", dtype=torch.float32)
+        desc_matmul[(1, 1)](TensorDescriptor.from_tensor(a, [128, 128]), TensorDescriptor.from_tensor(eye, [128, 128]),
+                            c, m, k, k, c.stride(0), BM=128, BN=128, BK=128, B_NK=False, num_warps=8, num_stages=stages)
+        assert torch.equal(c, a.float())
+
+
+@pytest.mark.parametrize("k", [256, 200])
+def test_device_descriptors_of_the_arguments(hopper: Any, k: int) -> None:
+    """`tl.make_tensor_descriptor` of the kernel's own arguments: the launch encodes the maps (K a multiple
+    of 16); K = 200 gives strides TMA may not take, and the loads are masked loads instead."""
+    torch = hopper
+    m, n = 256, 192
+    a, b = _operand(torch, "fp16", (m, k), 3), _operand(torch, "fp16", (k, n), 4)
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float32)
+    device_desc_matmul[(despina.cdiv(m, 128), despina.cdiv(n, 64))](a, b, c, m, n, k, BM=128, BN=64, BK=64,
+                                                                    num_warps=4, num_stages=3)
+    torch.testing.assert_close(c.double(), a.double() @ b.double(), rtol=1e-2, atol=1e-2 * k ** 0.5)
+
+
+@pytest.fixture(scope="module")
+def tma_daemon(gpu_device: driver.Device, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GrpcDaemon]:
+    d = GrpcDaemon(tmp_path_factory.mktemp("tma"))
+    try:
+        yield d
+    finally:
+        d.stop()
+
+
+def test_the_daemon_runs_the_tma_kernel(gpu_device: driver.Device, tma_daemon: GrpcDaemon,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same kernel through `run_remote`: the daemon compiles it and encodes the tensor maps for its run."""
+    if gpu_device.capability != (9, 0):
+        pytest.skip("TMA needs a compute-capability-9.0 device")
+    for name in ("DESPINA_SERVER", "DESPINA_TOKEN", "DESPINA_SERVER_REQUIRED"):
+        monkeypatch.delenv(name, raising=False)
+    despina.set_server(tma_daemon.url)
+    try:
+        rng = np.random.default_rng(5)
+        m, n, k = 256, 128, 192
+        a = rng.standard_normal((m, k)).astype(np.float16)
+        b = rng.standard_normal((k, n)).astype(np.float16)
+        c = np.full((m, n), np.nan, np.float32)
+        device_desc_matmul.run_remote[(2, 1)](a, b, c, m, n, k, BM=128, BN=128, BK=64, num_warps=8, num_stages=3)
+    finally:
+        despina.set_server(None)
+    np.testing.assert_allclose(c, a.astype(np.float32) @ b.astype(np.float32), rtol=1e-2, atol=1e-1)
