@@ -39,6 +39,7 @@ from gpu_dot import (  # noqa: E402
     TF32_CONFIGS,
     attention,
     matmul,
+    tma_matmul,
 )
 from timing import ROUNDS, Cell, safe, side_by_side  # noqa: E402
 
@@ -50,6 +51,7 @@ def load_kernels(flavor: str, workdir: Path) -> ModuleType:
     if flavor == "despina":
         source = source.replace("import triton\n", "import despina as triton\n")
         source = source.replace("import triton.language as tl", "import despina.language as tl")
+        source = source.replace("from triton.tools.", "from despina.tools.")
     path = workdir / f"kernels_{flavor}.py"
     path.write_text(source)
     spec = importlib.util.spec_from_file_location(f"kernels_{flavor}", path)
@@ -216,6 +218,7 @@ TABLES: list[tuple[str, list[str], Callable[..., list[list[Any]]]]] = [
     ("layer_norm_fp16_GBps", ["shape", "despina", "triton", "torch"], layer_norm),
     ("launch_overhead_us", ["kernel", "despina", "triton", "torch add_"], launch_overhead),
     ("matmul_TFLOPs", MATMUL_HEADER, matmul),
+    ("tma_matmul_TFLOPs", MATMUL_HEADER, tma_matmul),
     ("attention_TFLOPs", ["case", *MATMUL_HEADER[1:]], attention),
     ("compile_time_s", ["what", "despina", "triton"], compile_times),
 ]

@@ -129,6 +129,60 @@ def matmul(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
     return rows
 
 
+def tma_matmul(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
+    """Tutorial 09's descriptor matmul (`matmul_tma_kernel`: A, B^T and C through host TensorDescriptors),
+    fp16 and bf16, TFLOP/s, beside torch.matmul. Triton copies the tiles with TMA, stores C with TMA;
+    Despina copies A and B with TMA and stores C with masked stores."""
+    import torch
+
+    rows = []
+    for dtype in ("float16", "bfloat16"):
+        for size in (4096,) if quick else (4096, 8192):
+            a = torch.randn((size, size), device="cuda", dtype=getattr(torch, dtype))
+            b = torch.randn((size, size), device="cuda", dtype=getattr(torch, dtype))
+            ref = torch.matmul(a, b.T).to(torch.float16)
+            for bm, bn, bk, warps, stages in MATMUL_CONFIGS[:2] if quick else MATMUL_CONFIGS:
+                grid = (math.ceil(size / bm), math.ceil(size / bn))
+                cells: list[Cell] = []
+                for name in ("despina", "triton"):
+                    desc = kernels[name].TensorDescriptor
+                    out = torch.empty_like(ref)
+                    args = (desc.from_tensor(a, [bm, bk]), desc.from_tensor(b, [bn, bk]), desc.from_tensor(out, [bm, bn]))
+                    k = kernels[name].matmul_tma_kernel
+                    cells.append((lambda k=k, args=args: k[grid](*args, size, size, size, BLOCK_M=bm, BLOCK_N=bn,
+                                                                  BLOCK_K=bk, num_warps=warps, num_stages=stages),
+                                  lambda out=out: torch.testing.assert_close(out, ref, rtol=2e-2, atol=0.25)))
+                cells.append((lambda a=a, b=b: torch.matmul(a, b.T), None))
+                times = side_by_side(cells, lambda ms: 2 * size**3 / ms * 1e-9, 1 if quick else ROUNDS)
+                rows.append([f"{dtype[:4]} {size}^3 {bm}x{bn}x{bk} w{warps} s{stages}", *times,
+                             *tma_resources(kernels["despina"].matmul_tma_kernel, dtype, (bm, bn, bk), warps, stages),
+                             *triton_resources(cells)])
+    return rows
+
+
+def tma_resources(kernel: Any, dtype: str, block: tuple[int, int, int], warps: int, stages: int) -> list[Any]:
+    """Registers and spill stores of Despina's descriptor matmul for this GPU, traced from descriptors of
+    4096 x 4096 tensors (no launch)."""
+    import torch
+
+    from despina.runtime import kernels
+    from despina.runtime.driver import target_for
+    from despina.tools.tensor_descriptor import TensorDescriptor
+
+    bm, bn, bk = block
+    t = torch.empty((4096, 4096), device="cuda", dtype=getattr(torch, dtype))
+    try:
+        options = kernel.options({"num_warps": warps, "num_stages": stages}, interpret=False)
+        bound = kernel.bind((TensorDescriptor.from_tensor(t, [bm, bk]), TensorDescriptor.from_tensor(t, [bn, bk]),
+                             TensorDescriptor.from_tensor(t.half(), [bm, bn]), 4096, 4096, 4096),
+                            {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk})
+        spec = kernel.specialize(bound, options)
+        binary, _ = kernels.local(kernel.ir(spec, options), options, target_for(torch.cuda.get_device_capability()))
+    except Exception as exc:
+        return [failure(exc)] * 2
+    return [binary.metadata["registers"], binary.metadata["spill_stores"]]
+
+
 def fp8_matmul(kernels: dict[str, ModuleType], size: int, rounds: int) -> list[list[Any]]:
     """The tutorial matmul on e4m3 operands, B K-major (a transposed view of a row-major tensor, as
     Triton's fp8 tutorial passes it), fp16 out, beside torch._scaled_mm."""

@@ -1,8 +1,10 @@
 """Benchmark kernels, written exactly as for Triton. `gpu.py` loads this file twice: as is, with
-Triton, and with its imports changed to `import despina as triton; import despina.language as tl`."""
+Triton, and with its imports changed to `import despina as triton; import despina.language as tl` (and
+`from despina.tools.tensor_descriptor import TensorDescriptor`)."""
 
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: F401 (gpu.py's descriptor tables use it)
 
 
 @triton.jit
@@ -67,6 +69,21 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk,
         b_ptrs += BLOCK_K * stride_bk
     c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
     tl.store(c_ptrs, acc.to(tl.float16), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+@triton.jit
+def matmul_tma_kernel(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                      BLOCK_K: tl.constexpr):
+    """Tutorial 09's `matmul_kernel_tma` without the persistent loop: A [M, K] and B [N, K] (K-major) and C
+    through host TensorDescriptors."""
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, K, BLOCK_K):
+        a = a_desc.load([pid_m * BLOCK_M, k])
+        b = b_desc.load([pid_n * BLOCK_N, k])
+        acc = tl.dot(a, b.T, acc)
+    c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(tl.float16))
 
 
 @triton.jit
