@@ -56,20 +56,26 @@ def instruction(op: Op) -> tuple[str, int] | str:
     return kind
 
 
-def _chained(fn: Function, dot: Op) -> bool:
+DotFeeds = dict[Op, list[tuple[Op, int]]]
+"""Each dot of a kernel, with the other dots (and their operand: 0 = A, 1 = B) its result reaches."""
+
+
+def dot_feeds(fn: Function) -> DotFeeds:
+    """`fn`'s DotFeeds, taken before layout assignment inserts conversions between a dot and its users
+    (which it places in the body only at the end: a walk in between would lose the path)."""
+    return {op: _fed_operands(fn, op) for op in fn.walk() if op.name == "dot"}
+
+
+def _chained(feeds: DotFeeds, dot: Op) -> bool:
     """Whether `dot` is one of chained dots: its result reaches another dot's A or B, or another
     dot's result reaches its own (attention's second dot, fed P). On mma.sync both take
     [num_warps, 1], as in Triton's warpsPerTileV2, so that P passes from one to the other in registers."""
-    if _fed_operands(fn, dot):
-        return True
-    return any(d is dot for other in fn.walk() if other.name == "dot" and other is not dot
-               for d, _ in _fed_operands(fn, other))
+    return bool(feeds.get(dot)) or any(d is dot for other, fed in feeds.items() if other is not dot for d, _ in fed)
 
 
-def _a_from_dot(fn: Function, dot: Op) -> bool:
+def _a_from_dot(feeds: DotFeeds, dot: Op) -> bool:
     """Whether another dot's result reaches `dot`'s A operand (attention's P)."""
-    return any(d is dot and i == 0 for other in fn.walk() if other.name == "dot" and other is not dot
-               for d, i in _fed_operands(fn, other))
+    return any(d is dot and i == 0 for other, fed in feeds.items() if other is not dot for d, i in fed)
 
 
 def _fed_operands(fn: Function, dot: Op) -> list[tuple[Op, int]]:
@@ -106,7 +112,7 @@ def wgmma_fit(fn: Function, op: Op, num_warps: int) -> tuple[int, tuple[int, int
     return wgmma.fit(m, n, shape_of(op.operands[0].type)[1], num_warps, wgmma.instr_k(a.itemsize))
 
 
-def _wgmma(fn: Function, op: Op, num_warps: int) -> tuple[str, DotPlan] | str:
+def _wgmma(fn: Function, op: Op, num_warps: int, feeds: DotFeeds) -> tuple[str, DotPlan] | str:
     """The engine and wgmma plan of `op`, or why wgmma does not take it."""
     found = wgmma_fit(fn, op, num_warps)
     if isinstance(found, str):
@@ -116,7 +122,7 @@ def _wgmma(fn: Function, op: Op, num_warps: int) -> tuple[str, DotPlan] | str:
     k = wgmma.instr_k(a.itemsize)
     engine = f"wgmma.m64n{width}k{k}"
     op.attrs.pop("operand_a", None)
-    if _a_from_dot(fn, op) and a.itemsize == 2:
+    if _a_from_dot(feeds, op) and a.itemsize == 2:
         # Another dot's result, in registers already (attention's P): the instruction reads it there
         # instead of from shared memory, where it would be stored, fenced and waited for every time.
         op.attrs["operand_a"] = "registers"
@@ -124,29 +130,29 @@ def _wgmma(fn: Function, op: Op, num_warps: int) -> tuple[str, DotPlan] | str:
     return engine, DotPlan(Mma(3, warps, (16, width)), k // 8)
 
 
-def plan_dot(fn: Function, op: Op, num_warps: int, has_wgmma: bool = False) -> DotPlan | None:
+def plan_dot(fn: Function, op: Op, num_warps: int, feeds: DotFeeds, has_wgmma: bool = False) -> DotPlan | None:
     """The MMA plan of `op` (recorded as its `engine` attribute), or None for the FMA path. With
     `has_wgmma` (the target is sm_90a) a dot that wgmma takes goes there; one it does not take
     says why in its engine, as does one whose fp8 operands `upcast_fp8_dots` converted."""
     upcast = op.attrs.pop("engine", None)
-    engine, plan = _plan(fn, op, num_warps, has_wgmma)
+    engine, plan = _plan(fn, op, num_warps, feeds, has_wgmma)
     op.attrs["engine"] = engine + (f" ({upcast})" if upcast else "")
     return plan
 
 
-def _plan(fn: Function, op: Op, num_warps: int, has_wgmma: bool) -> tuple[str, DotPlan | None]:
+def _plan(fn: Function, op: Op, num_warps: int, feeds: DotFeeds, has_wgmma: bool) -> tuple[str, DotPlan | None]:
     kind = instruction(op)
     if isinstance(kind, str) and not _is_fp8(op):
         return f"fma: {kind}", None
     not_wgmma = ""
     if has_wgmma:
-        found = _wgmma(fn, op, num_warps)
+        found = _wgmma(fn, op, num_warps, feeds)
         if not isinstance(found, str):
             return found
         not_wgmma = f" (not wgmma: {found})"
     assert not isinstance(kind, str), "fp8 dots that wgmma does not take have fp16 operands (upcast_fp8_dots)"
     m, n = shape_of(op.result.type)
-    warps = (num_warps, 1) if _chained(fn, op) else warps_per_tile_v2(m, n, num_warps)
+    warps = (num_warps, 1) if _chained(feeds, op) else warps_per_tile_v2(m, n, num_warps)
     return f"mma.sync.{kind[0]}{not_wgmma}", DotPlan(Mma(2, warps), kind[1])
 
 

@@ -28,7 +28,7 @@ from ...passes.descriptors import expand_descriptor_loads
 from ...passes.rewrite import Subst, clone_function, replace_results, rewrite_block
 from ...passes.unroll import unroll_loops
 from ..errors import BackendError, op_error
-from .accelerate import DotPlan, plan_dot, upcast_fp8_dots
+from .accelerate import DotPlan, dot_feeds, plan_dot, upcast_fp8_dots
 from .axis import AxisAnalysis
 from .coalesce import private_addresses
 from .combine import accumulate_dot_adds
@@ -86,6 +86,7 @@ def _linear(enc: Encoding, shape: tuple[int, ...]) -> LinearLayout:
 class _Assigner:
     def __init__(self, fn: Function, axis: AxisAnalysis, num_warps: int, has_wgmma: bool = False) -> None:
         self.fn, self.axis, self.num_warps, self.has_wgmma = fn, axis, num_warps, has_wgmma
+        self.feeds = dot_feeds(fn)
         self.vclass: dict[Value, int] = {}
         self.parent: list[int] = []
         self.rank: list[int] = []
@@ -284,7 +285,7 @@ class _Assigner:
 
     @RULES.register("dot")
     def dot(self, op: Op) -> None:
-        plan = plan_dot(self.fn, op, self.num_warps, self.has_wgmma)
+        plan = plan_dot(self.fn, op, self.num_warps, self.feeds, self.has_wgmma)
         if plan is not None:
             self.anchored_dot(op, plan)
             return

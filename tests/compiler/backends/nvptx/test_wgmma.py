@@ -172,3 +172,27 @@ def test_a_zero_accumulator_outside_a_loop_is_ignored_by_scale_d(bm: int, warps:
     scales = re.findall(r"setp\.ne\.b32 p, (%r\d+), 0;", ptx)
     tiles = bm // 64 // (warps // 4)  # m64 tiles a warpgroup; K = 64 is four k16 steps, the first ignores C
     assert len(scales) == 4 * tiles and scales.count(zero) == tiles
+
+
+@despina.jit
+def masked_scores(q_ptr, k_ptr, v_ptr, mask_ptr, out_ptr, N, D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
+    rows, cols, dims = tl.arange(0, BM), tl.arange(0, BN), tl.arange(0, D)
+    q = tl.load(q_ptr + rows[:, None] * D + dims[None, :])
+    acc = tl.zeros([BM, D], dtype=tl.float32)
+    for start in range(0, N, BN):
+        k = tl.load(k_ptr + (start + cols)[None, :] * D + dims[:, None])
+        keep = tl.load(mask_ptr + rows[:, None] * N + (start + cols)[None, :])
+        s = tl.where(keep != 0, tl.dot(q, k), 0.0)
+        v = tl.load(v_ptr + (start + cols)[:, None] * D + dims[None, :])
+        acc += tl.dot(s.to(tl.float16), v)
+    tl.store(out_ptr + rows[:, None] * D + dims[None, :], acc)
+
+
+def test_p_stays_in_registers_when_the_scores_are_converted_before_the_second_dot() -> None:
+    """The scores select with a loaded mask (in the load's blocked layout), so layout assignment converts the
+    first dot's result before the second dot is planned: the path from one dot to the other is found before
+    assignment inserts that conversion, and the second dot still takes P from registers."""
+    k = despina.compile(masked_scores, "*fp16:16,*fp16:16,*fp16:16,*i8:16,*fp32:16,i32:16",
+                        {"D": 64, "BM": 128, "BN": 64}, num_warps=8, num_stages=3, target="sm_90a")
+    dots = [line for line in k.asm["gpuir"].splitlines() if " dot(" in line]
+    assert len(dots) == 2 and "A in registers" in dots[1], dots
