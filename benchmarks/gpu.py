@@ -38,6 +38,7 @@ from gpu_dot import (  # noqa: E402
     MATMUL_HEADER,
     TF32_CONFIGS,
     attention,
+    attention_tma,
     matmul,
     tma_matmul,
 )
@@ -219,6 +220,7 @@ TABLES: list[tuple[str, list[str], Callable[..., list[list[Any]]]]] = [
     ("launch_overhead_us", ["kernel", "despina", "triton", "torch add_"], launch_overhead),
     ("matmul_TFLOPs", MATMUL_HEADER, matmul),
     ("tma_matmul_TFLOPs", MATMUL_HEADER, tma_matmul),
+    ("attention_tma_TFLOPs", ["case", "despina", "triton", "torch", "triton regs", "triton spills"], attention_tma),
     ("attention_TFLOPs", ["case", *MATMUL_HEADER[1:]], attention),
     ("compile_time_s", ["what", "despina", "triton"], compile_times),
 ]

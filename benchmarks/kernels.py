@@ -87,6 +87,37 @@ def matmul_tma_kernel(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: tl.constexpr, BL
 
 
 @triton.jit
+def attention_tma_kernel(desc_q, desc_k, desc_v, desc_o, sm_scale, N_CTX, HEAD_DIM: tl.constexpr,
+                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
+    """examples/flash_attention.py's forward pass with Q, K, V and O through host TensorDescriptors of
+    (batch * heads * N_CTX, HEAD_DIM) tensors, as tutorial 06 passes them (N_CTX a multiple of BLOCK_M)."""
+    start_m = tl.program_id(0)
+    offset_y = tl.program_id(1) * N_CTX
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    q = desc_q.load([offset_y + start_m * BLOCK_M, 0])
+    m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    qk_scale = sm_scale * 1.44269504
+    hi = (start_m + 1) * BLOCK_M if CAUSAL else N_CTX
+    for start_n in range(0, hi, BLOCK_N):
+        k = desc_k.load([offset_y + start_n, 0])
+        qk = tl.dot(q, k.T) * qk_scale
+        if CAUSAL:
+            qk = tl.where(offs_m[:, None] >= (start_n + offs_n[None, :]), qk, -float("inf"))
+        m_new = tl.maximum(m_i, tl.max(qk, 1))
+        p = tl.exp2(qk - m_new[:, None])
+        alpha = tl.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v = desc_v.load([offset_y + start_n, 0])
+        acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
+        m_i = m_new
+    acc = acc / l_i[:, None]
+    desc_o.store([offset_y + start_m * BLOCK_M, 0], acc.to(tl.float16))
+
+
+@triton.jit
 def matmul_int8_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm,
                        stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     """The tutorial matmul on int8 operands, accumulated and stored in int32."""

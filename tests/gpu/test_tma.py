@@ -7,6 +7,7 @@ the swizzle model) to 4 stages; index-valued tiles read exactly; the same kernel
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,16 @@ CASES = [
     ("fp8e4nv", (256, 256, 256), (128, 128, 128), 8, 3, True),
     ("fp32", (256, 128, 160), (128, 64, 32), 4, 3, True),  # tf32: mma.sync, whose loads are masked loads
 ]
+
+
+def benchmark_kernels(workdir: Path) -> Any:
+    """benchmarks/kernels.py as benchmarks/gpu.py loads it for despina."""
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu.py"
+    spec = importlib.util.spec_from_file_location("despina_benchmark_gpu", path)
+    assert spec is not None and spec.loader is not None
+    gpu = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu)
+    return gpu.load_kernels("despina", workdir)
 
 
 @pytest.fixture
@@ -164,3 +175,21 @@ def test_the_daemon_runs_the_tma_kernel(gpu_device: driver.Device, tma_daemon: G
     finally:
         despina.set_server(None)
     np.testing.assert_allclose(c, a.astype(np.float32) @ b.astype(np.float32), rtol=1e-2, atol=1e-1)
+
+
+@pytest.mark.parametrize("dim", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_through_descriptors_matches_sdpa(hopper: Any, tmp_path: Path, dim: int, causal: bool) -> None:
+    """benchmarks/kernels.py's attention_tma_kernel (K and V copied by TMA into a ring, P in registers) on
+    (2 batches x 3 heads, 384, dim) fp16, against torch's scaled_dot_product_attention."""
+    torch = hopper
+    kernels = benchmark_kernels(tmp_path)
+    batch, heads, n_ctx = 2, 3, 384
+    q, k, v = (torch.randn((batch * heads * n_ctx, dim), device="cuda", dtype=torch.float16) for _ in range(3))
+    out = torch.full_like(q, float("nan"))
+    descs = [TensorDescriptor.from_tensor(t, [rows, dim]) for t, rows in ((q, 128), (k, 64), (v, 64), (out, 128))]
+    kernels.attention_tma_kernel[(n_ctx // 128, batch * heads)](*descs, dim ** -0.5, n_ctx, HEAD_DIM=dim, BLOCK_M=128,
+                                                                 BLOCK_N=64, CAUSAL=causal, num_warps=8, num_stages=3)
+    shape = (batch, heads, n_ctx, dim)
+    want = torch.nn.functional.scaled_dot_product_attention(q.view(shape), k.view(shape), v.view(shape), is_causal=causal)
+    torch.testing.assert_close(out.view(shape), want, rtol=2e-2, atol=2e-2)
