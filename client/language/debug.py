@@ -96,16 +96,30 @@ class range:
     `num_stages` overrides the kernel's for this loop's software pipeline (1: none);
     `loop_unroll_factor=U` (2 or more) has the GPU backend run the body U times an iteration, with a
     second loop for the iterations left over, as Triton's does. Neither changes what the loop computes.
+    `disallow_acc_multi_buffer` is Triton's: despina never multi-buffers a dot's accumulator, so either
+    value compiles the same. `flatten=True` (one pipelined loop for a loop nest) and `warp_specialize=True`
+    (producer and consumer warps) are Triton's too, and despina does not do them yet: True is refused.
     """
 
     def __init__(self, arg1: Any, arg2: Any = None, step: Any = None, num_stages: Any = None,
-                 loop_unroll_factor: Any = None) -> None:
+                 loop_unroll_factor: Any = None, disallow_acc_multi_buffer: Any = False, flatten: Any = False,
+                 warp_specialize: Any = False) -> None:
         start, end = (0, arg1) if arg2 is None else (arg1, arg2)
         self.start: Any = start
         self.end: Any = end
         self.step: Any = 1 if step is None else step
         self.num_stages = unwrap(num_stages)
         self.loop_unroll_factor = unwrap(loop_unroll_factor)
+        if not isinstance(unwrap(disallow_acc_multi_buffer), bool):
+            raise TypeError(f"tl.range: disallow_acc_multi_buffer must be a constexpr bool, got {disallow_acc_multi_buffer!r}")
+        for name, value, what in (("flatten", flatten, "flatten a loop nest into one pipelined loop"),
+                                  ("warp_specialize", warp_specialize, "specialize warps (producer and consumers)")):
+            value = unwrap(value)
+            if not isinstance(value, bool):
+                raise TypeError(f"tl.range: {name} must be a constexpr bool, got {value!r}")
+            if value:
+                raise ValueError(f"tl.range(..., {name}=True): despina does not {what} yet; pass {name}=False (or "
+                                 "leave it out) and the loop compiles as written, each inner loop pipelined on its own")
 
 
 class static_range:

@@ -570,3 +570,23 @@ def test_none_argument_is_a_constexpr(device, with_bias):
     out = device.zeros(N, "fp32")
     none_arg_kernel[(1,)](device.put(x), device.put(bias) if with_bias else None, out, N=N)
     np.testing.assert_array_equal(device.get(out), x + 0.5 if with_bias else x)
+
+
+@despina.jit
+def tl_range_options_kernel(x_ptr, out_ptr, n, N: tl.constexpr, FLATTEN: tl.constexpr, WS: tl.constexpr,
+                            NO_MULTI: tl.constexpr):
+    acc = tl.zeros((N,), tl.float32)
+    for i in tl.range(0, n, flatten=FLATTEN, warp_specialize=WS, disallow_acc_multi_buffer=NO_MULTI):
+        acc += tl.load(x_ptr + i * N + tl.arange(0, N))
+    tl.store(out_ptr + tl.arange(0, N), acc)
+
+
+def test_tl_range_takes_triton_s_loop_options_false_and_refuses_what_it_does_not_do(device):
+    x = np.arange(4 * N, dtype=np.float32).reshape(4, N)
+    out = device.zeros(N, "fp32")
+    tl_range_options_kernel[(1,)](device.put(x), out, 4, N=N, FLATTEN=False, WS=False, NO_MULTI=True)
+    np.testing.assert_array_equal(device.get(out), x.sum(0))
+    for flatten, ws, name in ((True, False, "flatten"), (False, True, "warp_specialize")):
+        with pytest.raises(despina.CompilationError, match=rf"tl.range\(\.\.\., {name}=True\): despina does not .* yet; "
+                                                             rf"pass {name}=False"):
+            tl_range_options_kernel[(1,)](device.put(x), out, 4, N=N, FLATTEN=flatten, WS=ws, NO_MULTI=False)
