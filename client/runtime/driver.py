@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import hashlib
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +27,11 @@ _INITIALIZED = False
 _VERSION: int | None = None
 _DEVICES: dict[int, Device] = {}
 _BY_CONTEXT: dict[int, Device] = {}
+_FILLS: dict[int, dict[bytes, int]] = {}  # context -> {a fill buffer's FILL_BYTES bytes: its device address}
+_FILL_ARENAS: dict[int, tuple[int, int]] = {}  # context -> (the allocation new fill buffers go in, bytes used)
+_FILL_LOCK = threading.Lock()
+FILL_BYTES = 16  # a fill buffer: 16-byte aligned, the fill's bits then zeros
+FILL_ARENA = 256  # the allocation fill buffers are cut from: one per context for up to 16 distinct fills
 
 # cuda.h's CUfunction_attribute and CUdevice_attribute values the runtime reads.
 FUNC_SHARED_SIZE_BYTES = 1
@@ -282,6 +288,40 @@ def clear(address: int, nbytes: int) -> None:
     memset may be asynchronous to the host: the context is synchronized after it)."""
     call("cuMemsetD8", "cuMemsetD8_v2", ctypes.c_uint64(address), ctypes.c_ubyte(0), ctypes.c_size_t(nbytes))
     call("cuCtxSynchronize", "cuCtxSynchronize")
+
+
+def write(address: int, data: bytes) -> None:
+    """Copy `data` to device memory at `address` in the current context, done when this returns (the
+    copy from pageable host memory may still be in flight when cuMemcpyHtoD returns: the context is
+    synchronized after it)."""
+    call("cuMemcpyHtoD", "cuMemcpyHtoD_v2", ctypes.c_uint64(address), ctypes.c_char_p(data), ctypes.c_size_t(len(data)))
+    call("cuCtxSynchronize", "cuCtxSynchronize")
+
+
+def fill_buffer(bits: bytes) -> int:
+    """The device address, in the calling thread's current context, of FILL_BYTES bytes (16-byte
+    aligned) that hold `bits` (at most FILL_BYTES of them) and then zeros: what a TMA map of an empty
+    tensor reads its one in-bounds element from (`tensor_maps.py`). Each distinct buffer is written
+    once per context, in one FILL_ARENA-byte allocation made on the context's first request (another
+    only past 16 distinct fills), and kept for the life of the process (as the primary contexts are)."""
+    if len(bits) > FILL_BYTES:
+        raise ValueError(f"a fill buffer holds at most {FILL_BYTES} bytes, not {len(bits)}")
+    content = bits.ljust(FILL_BYTES, b"\0")
+    context = current_context()
+    with _FILL_LOCK:
+        fills = _FILLS.setdefault(context, {})
+        address = fills.get(content)
+        if address is None:
+            arena, used = _FILL_ARENAS.get(context, (0, FILL_ARENA))
+            if used == FILL_ARENA:
+                arena, used = value(f"cuMemAlloc({FILL_ARENA}) (a fill buffer of TMA maps)", "cuMemAlloc_v2",
+                                    ctypes.c_uint64, ctypes.c_size_t(FILL_ARENA)), 0
+                _FILL_ARENAS[context] = (arena, used)
+            address = arena + used
+            write(address, content)
+            _FILL_ARENAS[context] = (arena, used + FILL_BYTES)
+            fills[content] = address
+        return address
 
 
 def alloc(dev: Device, nbytes: int) -> int:

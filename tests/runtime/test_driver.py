@@ -28,7 +28,7 @@ from despina.runtime import (
 )
 from despina.runtime.launcher import Launcher, grid_dims, stream_handle
 
-from .conftest import ATTRIBUTES, CONTEXT, FakeDevice, FakeGPU, device_cuda
+from .conftest import ATTRIBUTES, CONTEXT, FakeDevice, FakeGPU, device_cuda, put
 
 TESTS = Path(__file__).resolve().parents[1]
 
@@ -222,6 +222,36 @@ def test_memory_calls_pass_64_bit_addresses(cuda: Any) -> None:
         ("cuMemcpyHtoD_v2", big, ctypes.addressof(host), 8), ("cuMemcpyDtoD_v2", big + 8, big, 8),
         ("cuMemFree_v2", big)]
     assert cuda.calls[-2:] == [("cuMemFree_v2", big), ("cuCtxPopCurrent_v2", "out")]
+
+
+def test_fill_buffers_are_written_once_per_context_in_one_allocation(cuda: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(driver, "_FILLS", {})
+    monkeypatch.setattr(driver, "_FILL_ARENAS", {})
+    arenas = iter([0x7F00_0000_0200, 0x7F00_0000_0400, 0x7F00_0000_0600])
+    written: dict[int, bytes] = {}
+    cuda.handlers["cuMemAlloc_v2"] = lambda out, nbytes: put(out, next(arenas))
+    cuda.handlers["cuMemcpyHtoD_v2"] = lambda dst, src, n: written.__setitem__(dst.value, ctypes.string_at(src, n.value))
+    driver.current_context()
+    start = len(cuda.calls)
+    nan16, nan64 = bytes.fromhex("007e"), bytes.fromhex("000000000000f87f")
+    assert driver.fill_buffer(b"\0\0") == 0x7F00_0000_0200
+    assert cuda.calls[start:] == [("cuMemAlloc_v2", "out", driver.FILL_ARENA), ("cuMemcpyHtoD_v2", 0x7F00_0000_0200,
+                                  b"", 16), ("cuCtxSynchronize",)]  # written, and done before any launch reads it
+    assert driver.fill_buffer(nan16) == 0x7F00_0000_0210 and driver.fill_buffer(nan64) == 0x7F00_0000_0220
+    before = len(cuda.calls)
+    assert [driver.fill_buffer(b) for b in (b"\0" * 4, nan16, b"\0" * 8)] == [0x7F00_0000_0200, 0x7F00_0000_0210,
+                                                                            0x7F00_0000_0200]
+    assert cuda.calls[before:] == []  # zeros of any size share one buffer; none is written twice
+    assert written == {0x7F00_0000_0200: bytes(16), 0x7F00_0000_0210: nan16.ljust(16, b"\0"),
+                       0x7F00_0000_0220: nan64.ljust(16, b"\0")}
+    assert len([c for c in cuda.calls if c[0] == "cuMemAlloc_v2"]) == 1
+    for i in range(3, 16):
+        driver.fill_buffer(bytes([i]))
+    assert driver.fill_buffer(b"\x10") == 0x7F00_0000_0400  # 16 fills fill an allocation: another is made
+    cuda.context = 0x6000  # another context: its own
+    assert driver.fill_buffer(nan16) == 0x7F00_0000_0600
+    with pytest.raises(ValueError, match="at most 16 bytes"):
+        driver.fill_buffer(bytes(17))
 
 
 def test_attribute_numbers_are_cuda_hs() -> None:
