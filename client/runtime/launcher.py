@@ -40,10 +40,12 @@ ASSERT_RECORD = struct.Struct("=6I")
 class Launcher:
     """A kernel loaded on one device: its parameters' names and layout, and one Frame per thread.
     `pack_into(buffer, 0, *config, *values)` writes a launch into a frame: the layout struct's, or
-    the tensor maps' (`tensor_maps`, None for a kernel without) which adds their bytes."""
+    the tensor maps' (`tensor_maps`, None for a kernel without) which adds their bytes; the map of an
+    empty tensor reads `fill_buffer` (driver.fill_buffer by default, in the launch's context)."""
 
     def __init__(self, function: Function, arg_names: Sequence[str], arg_types: Sequence[Type],
-                 lib: libcuda.LibCuda | None = None, metadata: Mapping[str, Any] | None = None) -> None:
+                 lib: libcuda.LibCuda | None = None, metadata: Mapping[str, Any] | None = None,
+                 fill_buffer: Callable[[bytes], int] | None = None) -> None:
         self.function = function
         self.name = function.name
         self.arg_names = list(arg_names)
@@ -60,7 +62,7 @@ class Launcher:
         self.tensor_maps: TensorMaps | None = None
         if entries:
             self.tensor_maps = TensorMaps(self.name, self.arg_names, arg_types, entries, self.struct.pack_into,
-                                          lib.encode_tiled)
+                                          lib.encode_tiled, fill_buffer or driver.fill_buffer)
             self.pack_into = self.tensor_maps.pack_into
         if meta.get("prints") or meta.get("asserts"):
             self.launch_ex = CheckedLaunch(self.launch_ex, function, bool(meta.get("prints")), list(meta.get("asserts") or ()))

@@ -12,6 +12,16 @@ int), or `{"value": n}`. `shape` and `box` are outermost first; `strides` are in
 dimension but the last (whose stride is 1); `swizzle` is 0, 32, 64 or 128 bytes; `fill`, what reads
 outside the tensor give, "zero" or "nan".
 
+A tensor with a size of 0 (a matmul launched with K = 0, whose A is M x 0) has nothing TMA could map:
+its map is made over a fill buffer instead (`fill_buffer`, `driver.fill_buffer`: 16 bytes of the
+launch's context, made once, holding the fill's bits for the map's dtype: 0, or the dtype's quiet
+NaN, NAN_BITS), with
+every dimension 1, the smallest strides TMA takes (16 bytes) and the same box and swizzle. Element
+(0, 0, ...) is then the only one in bounds and reads the fill, and TMA fills every other element of
+a box itself: every read of the map gives the fill, as the same kernel's masked loads (without TMA,
+or in the interpreter) read an empty tensor. The tensor's base and strides are not used (an empty
+tensor's may be any). A negative size is an error.
+
 `TensorMaps.pack_into` stands for the launch struct's `pack_into` (`packing.ArgLayout`): it adds the
 maps' bytes, found in a small cache by the values they are made from, so that a launch with the same
 tensors as an earlier one costs a dict lookup; a new set is checked against what TMA requires and
@@ -21,6 +31,7 @@ encoded by cuTensorMapEncodeTiled (`libcuda.LibCuda.encode_tiled`).
 from __future__ import annotations
 
 import operator
+import struct
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,6 +45,9 @@ from .packing import CONFIG_VALUES
 # (data type, address, dims innermost first, byte strides of dims 1.., box innermost first, swizzle, fill)
 # -> (CUresult, the map's 128 bytes): LibCuda.encode_tiled.
 Encode = Callable[[int, int, Sequence[int], Sequence[int], Sequence[int], int, int], tuple[int, bytes]]
+# The fill's bits (little-endian) -> the device address of a 16-byte-aligned buffer, in the launch's
+# context, that starts with them: driver.fill_buffer.
+FillBuffer = Callable[[bytes], int]
 
 # CUtensorMapDataType of each IR element type: a load copies bits, so a signed type may take an unsigned
 # map of its size, and fp8 takes UINT8's. fp32 is FLOAT32, not TFLOAT32 (which rounds).
@@ -47,6 +61,12 @@ MAX_RANK = 5
 MAX_BOX = 256
 MAX_DIM = 2**32
 MAX_STRIDE_BYTES = 2**40
+EMPTY_STRIDE = 16  # bytes: each stride of an empty tensor's map, over its fill buffer
+# The bits of fill "nan" (a quiet NaN) of each floating-point dtype, little-endian; "zero" is all zero bits.
+NAN_BITS: dict[str, bytes] = {
+    "fp16": struct.pack("<H", 0x7E00), "bf16": struct.pack("<H", 0x7FC0), "fp32": struct.pack("<I", 0x7FC00000),
+    "fp64": struct.pack("<Q", 0x7FF8000000000000), "fp8e4nv": b"\x7f", "fp8e5": b"\x7e",
+}
 MAX_CACHED = 256  # sets of maps kept per launcher; past this, the oldest goes
 
 Source = tuple[int | None, int]  # (the parameter's index, None for a constant; the constant)
@@ -68,21 +88,29 @@ class MapSpec:
     def itemsize(self) -> int:
         return ScalarType(self.dtype).itemsize
 
+    @property
+    def fill_bits(self) -> bytes:
+        """One element of the fill, as the map's dtype stores it."""
+        return NAN_BITS[self.dtype] if self.fill == "nan" else bytes(self.itemsize)
+
 
 class TensorMaps:
     """The tensor maps of kernel `kernel` (parameters `arg_names` of `arg_types`), as `entries`
     (metadata["tensor_maps"]) describes them. `pack_into(buffer, offset, *args)` takes what
     `struct_pack_into` takes less the maps' bytes (the config's values, then the parameters') and
-    calls it with the bytes added; `encode` is LibCuda.encode_tiled. A malformed entry is a
-    TensorMapError here, when the kernel is loaded."""
+    calls it with the bytes added; `encode` is LibCuda.encode_tiled, `fill_buffer` driver.fill_buffer
+    (asked only for the map of an empty tensor). A malformed entry is a TensorMapError here, when the
+    kernel is loaded."""
 
     def __init__(self, kernel: str, arg_names: Sequence[str], arg_types: Sequence[Type],
-                 entries: Sequence[Mapping[str, Any]], struct_pack_into: Callable[..., None], encode: Encode) -> None:
+                 entries: Sequence[Mapping[str, Any]], struct_pack_into: Callable[..., None], encode: Encode,
+                 fill_buffer: FillBuffer) -> None:
         self.kernel = kernel
         self.arg_names = list(arg_names)
         self.specs = [self._spec(i, entry, arg_types) for i, entry in enumerate(entries)]
         self.struct_pack_into = struct_pack_into
         self.encode = encode
+        self.fill_buffer = fill_buffer
         used = sorted({i for s in self.specs for i, _ in (s.base, *s.shape, *s.strides) if i is not None})
         self.key: Callable[[Sequence[Any]], Any] = (
             operator.itemgetter(*(CONFIG_VALUES + i for i in used)) if used else _no_key)
@@ -110,14 +138,18 @@ class TensorMaps:
         shape = [self._value(s, values) for s in spec.shape]
         strides = [self._value(s, values) for s in spec.strides]
         where = self._where(index, spec, values)
+        empty = 0 in shape
+        for source, dim in zip(spec.shape, shape):
+            if dim < 0 or (dim > MAX_DIM and not empty):
+                raise TensorMapError(f"{where}: dimension {self._named(source, values)} is outside 0..2^32, the sizes "
+                                     "TMA maps (a size of 0, an empty tensor, makes a map whose every read gives "
+                                     "the fill)")
+        if empty:
+            return self._encode_empty(where, spec)
         if base % 16:
             raise TensorMapError(f"{where}: its base address {self._named(spec.base, values, hex)} is not 16-byte "
                                  "aligned, as TMA requires; pass a tensor whose first element starts on a 16-byte "
                                  "boundary (a fresh allocation, or a view at an offset that is a multiple of 16 bytes)")
-        for source, dim in zip(spec.shape, shape):
-            if not 1 <= dim <= MAX_DIM:
-                raise TensorMapError(f"{where}: dimension {self._named(source, values)} is outside 1..2^32, the sizes "
-                                     "TMA maps; skip the launch for an empty tensor")
         for source, stride in zip(spec.strides, strides):
             nbytes = stride * spec.itemsize
             if not 0 < nbytes < MAX_STRIDE_BYTES or nbytes % 16:
@@ -131,6 +163,20 @@ class TensorMaps:
                                  "and strides describe the tensor's own memory (each stride at least the extent of "
                                  "the dimensions inside it) and that the driver supports TMA (CUDA 12.0 or newer, "
                                  "a GPU of compute capability 9.0 or newer)", code)
+        return raw
+
+    def _encode_empty(self, where: str, spec: MapSpec) -> bytes:
+        """The map of an empty tensor: every dimension 1 over a fill buffer whose first element is the
+        fill, so that each element of every box reads the fill (see the module's docstring)."""
+        rank = len(spec.shape)
+        address = self.fill_buffer(spec.fill_bits)
+        code, raw = self.encode(DATA_TYPES[spec.dtype], address, [1] * rank, [EMPTY_STRIDE] * (rank - 1),
+                                list(spec.box[::-1]), SWIZZLES[spec.swizzle], FILLS[spec.fill])
+        if code:
+            raise TensorMapError(f"{where}: cuTensorMapEncodeTiled failed: {error_name(code)} for the map of this "
+                                 f"empty tensor (every dimension 1, over a fill buffer at {address:#x}); check that "
+                                 "the driver supports TMA (CUDA 12.0 or newer, a GPU of compute capability 9.0 or "
+                                 "newer)", code)
         return raw
 
     def _value(self, source: Source, values: Sequence[Any]) -> int:

@@ -16,7 +16,7 @@ import despina.language as tl
 from despina.compiler.ir import types as t
 from despina.compiler.ir.core import Module
 from despina.compiler.options import CompileOptions
-from despina.runtime import LaunchError, TensorMapError, kernels, tensor_maps
+from despina.runtime import LaunchError, TensorMapError, driver, kernels, tensor_maps
 from despina.runtime.cache import Binary
 from despina.runtime.launcher import Launcher
 from despina.runtime.tensor_maps import TensorMaps
@@ -34,13 +34,22 @@ def entry(**changes: Any) -> dict[str, Any]:
             "box": [64, 64], "swizzle": 128, "fill": "zero", **changes}
 
 
+FILL_ADDRESS = 0x7E00_0000_1200  # where Recorder's fill buffers are
+
+
 class Recorder:
-    """The struct's `pack_into` and the driver's `encode` for a TensorMaps: records their calls."""
+    """The struct's `pack_into`, the driver's `encode` and its `fill_buffer` for a TensorMaps: records
+    their calls (`fill_buffer` the bits it is asked for, and answers FILL_ADDRESS)."""
 
     def __init__(self, code: int = 0) -> None:
         self.packed: list[tuple[Any, ...]] = []
         self.encoded: list[tuple[Any, ...]] = []
+        self.fills: list[bytes] = []
         self.code = code
+
+    def fill_buffer(self, bits: bytes) -> int:
+        self.fills.append(bits)
+        return FILL_ADDRESS
 
     def pack_into(self, buffer: Any, offset: int, *args: Any) -> None:
         self.packed.append(args)
@@ -52,7 +61,7 @@ class Recorder:
 
 
 def maps_of(entries: list[dict[str, Any]], recorder: Recorder) -> TensorMaps:
-    return TensorMaps("matmul", NAMES, TYPES, entries, recorder.pack_into, recorder.encode)
+    return TensorMaps("matmul", NAMES, TYPES, entries, recorder.pack_into, recorder.encode, recorder.fill_buffer)
 
 
 def launch(maps: TensorMaps, values: list[Any]) -> None:
@@ -123,8 +132,9 @@ WHERE = "kernel 'matmul': tensor map 0 (fp16, shape [M={M}, K=200], strides [str
 
 @pytest.mark.parametrize("change, message", [
     ({0: 0x7F00_0000_0002}, "its base address a_ptr=0x7f0000000002 is not 16-byte aligned, as TMA requires; pass a tensor"),
-    ({1: 0}, "dimension M=0 is outside 1..2^32, the sizes TMA maps; skip the launch for an empty tensor"),
-    ({1: 2**32 + 1}, "dimension M=4294967297 is outside 1..2^32"),
+    ({1: -1}, "dimension M=-1 is outside 0..2^32, the sizes TMA maps (a size of 0, an empty tensor, makes a map "
+              "whose every read gives the fill)"),
+    ({1: 2**32 + 1}, "dimension M=4294967297 is outside 0..2^32"),
     ({3: 100}, "stride stride_am=100 is 200 bytes of fp16; TMA steps by positive multiples of 16 bytes below 2^40: "
                "pad the rows"),
     ({3: 2**39}, "stride stride_am=549755813888 is 1099511627776 bytes of fp16"),
@@ -138,6 +148,90 @@ def test_what_tma_cannot_map_is_a_clear_error(change: dict[int, int], message: s
     assert str(error.value) == f"{WHERE.format(M=values[1], stride=values[3])}: " + str(error.value).split(": ", 2)[2]
     assert message in str(error.value)
     assert isinstance(error.value, LaunchError) and error.value.code == 0 and rec.encoded == [] == rec.packed
+    assert rec.fills == []
+
+
+# ---- empty tensors -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype, fill, box, bits", [
+    ("fp16", "zero", [64, 64], b"\0\0"),
+    ("fp16", "nan", [64, 64], bytes.fromhex("007e")),  # 0x7E00, little-endian
+    ("bf16", "nan", [64, 64], bytes.fromhex("c07f")),  # 0x7FC0
+    ("fp32", "zero", [64, 32], b"\0" * 4),
+    ("fp32", "nan", [64, 32], bytes.fromhex("0000c07f")),  # 0x7FC00000
+    ("fp64", "nan", [8, 16], bytes.fromhex("000000000000f87f")),  # 0x7FF8000000000000
+    ("fp64", "zero", [8, 16], b"\0" * 8),
+    ("int8", "zero", [64, 128], b"\0"),
+    ("int32", "zero", [64, 32], b"\0" * 4),
+])
+@pytest.mark.parametrize("empty", [{1: 0}, {2: 0}, {1: 0, 2: 0}])
+def test_an_empty_tensors_map_is_all_ones_over_a_fill_buffer(dtype: str, fill: str, box: list[int], bits: bytes,
+                                                              empty: dict[int, int]) -> None:
+    """M = 0 or K = 0: every dimension 1, strides of 16 bytes, the box, swizzle and fill kept, over the
+    fill buffer of the dtype's fill; the tensor's base and strides are not looked at (an empty tensor's
+    may be anything: torch's M x 0 tensor has strides (1, 1))."""
+    rec = Recorder()
+    maps = maps_of([entry(dtype=dtype, fill=fill, box=box)], rec)
+    values = [VALUES[0] + 2, *VALUES[1:3], 1, VALUES[4]]  # a misaligned base, a stride of 2 bytes
+    launch(maps, [empty.get(i, v) for i, v in enumerate(values)])
+    assert rec.fills == [bits]
+    assert rec.encoded == [(tensor_maps.DATA_TYPES[dtype], FILL_ADDRESS, [1, 1], [16], box[::-1], 3,
+                            tensor_maps.FILLS[fill])]
+    assert rec.packed[0][-1] == map_bytes(rec.encoded[0])
+
+
+def test_empty_maps_of_any_rank_and_a_size_past_2_32_beside_a_0() -> None:
+    rec = Recorder()
+    one_d = entry(shape=[{"arg": 2}], strides=[], box=[64])
+    three_d = entry(shape=[{"arg": 1}, {"value": 0}, {"arg": 2}], strides=[{"value": 2**40}, {"arg": 3}],
+                    box=[2, 32, 64], swizzle=0, fill="nan")
+    big_and_empty = entry(shape=[{"value": 2**33}, {"arg": 2}])
+    launch(maps_of([one_d, three_d, big_and_empty], rec), [VALUES[0], VALUES[1], 0, *VALUES[3:]])
+    assert rec.encoded == [(6, FILL_ADDRESS, [1], [], [64], 3, 0), (6, FILL_ADDRESS, [1, 1, 1], [16, 16], [64, 32, 2],
+                                                                      0, 1), (6, FILL_ADDRESS, [1, 1], [16], [64, 64], 3, 0)]
+    assert rec.fills == [b"\0\0", bytes.fromhex("007e"), b"\0\0"]
+
+
+def test_a_negative_size_is_an_error_even_beside_a_0() -> None:
+    rec = Recorder()
+    with pytest.raises(TensorMapError, match=r"dimension M=-3 is outside 0\.\.2\^32"):
+        launch(maps_of([entry()], rec), [VALUES[0], -3, 0, *VALUES[3:]])
+    assert rec.encoded == [] == rec.fills
+
+
+def test_empty_maps_are_cached_by_the_same_values() -> None:
+    rec = Recorder()
+    maps = maps_of([entry()], rec)
+    empty = [VALUES[0], VALUES[1], 0, *VALUES[3:]]
+    launch(maps, empty)
+    launch(maps, [*empty[:4], 2.5])  # scale: no map reads it
+    assert len(rec.encoded) == 1 == len(rec.fills) and rec.packed[0][-1] is rec.packed[1][-1]
+    launch(maps, VALUES)  # K = 200: the tensor's own map
+    launch(maps, empty)
+    launch(maps, [VALUES[0], 0, 0, *VALUES[3:]])  # another empty shape: another set
+    assert [call[1:3] for call in rec.encoded] == [(FILL_ADDRESS, [1, 1]), (VALUES[0], [200, 1000]),
+                                                   (FILL_ADDRESS, [1, 1])]
+    assert rec.packed[3][-1] is rec.packed[0][-1] and len(maps.cache) == 3
+
+
+def test_a_refused_empty_map_says_so() -> None:
+    rec = Recorder(code=1)
+    with pytest.raises(TensorMapError) as error:
+        launch(maps_of([entry()], rec), [VALUES[0], 0, *VALUES[2:]])
+    assert str(error.value).startswith(f"{WHERE.format(M=0, stride=256)}: cuTensorMapEncodeTiled failed: ")
+    assert f"for the map of this empty tensor (every dimension 1, over a fill buffer at {FILL_ADDRESS:#x})" in str(
+        error.value)
+
+
+def test_every_floating_dtype_has_its_quiet_nan() -> None:
+    np = pytest.importorskip("numpy")
+    floats = {d for d in tensor_maps.DATA_TYPES if t.ScalarType(d).is_floating()}
+    assert set(tensor_maps.NAN_BITS) == floats
+    for dtype in floats:
+        assert len(tensor_maps.NAN_BITS[dtype]) == t.ScalarType(dtype).itemsize
+    for dtype, np_type in (("fp16", np.float16), ("fp32", np.float32), ("fp64", np.float64)):
+        assert tensor_maps.NAN_BITS[dtype] == np.array(np.nan, dtype=np_type).astype(f"<f{np.dtype(np_type).itemsize}").tobytes()
 
 
 def test_a_size_that_is_no_integer_names_the_parameter() -> None:
@@ -185,9 +279,9 @@ def test_a_malformed_entry_is_refused_when_the_kernel_loads(changes: dict[str, A
 # ---- launches ---------------------------------------------------------------------------------------
 
 
-def loaded(lib: FakeLib, metadata: dict[str, Any]) -> Launcher:
+def loaded(lib: FakeLib, metadata: dict[str, Any], fill_buffer: Callable[[bytes], int] | None = None) -> Launcher:
     function = FakeDevice().load(b"cubin", "matmul", 0, 4)
-    return Launcher(function, NAMES, TYPES, lib, metadata)
+    return Launcher(function, NAMES, TYPES, lib, metadata, fill_buffer)
 
 
 def test_launcher_launches_with_the_maps_after_the_parameters() -> None:
@@ -206,6 +300,19 @@ def test_launcher_launches_with_the_maps_after_the_parameters() -> None:
     a_ptr, m, k, stride_am = lib.calls[-1].words[:4]
     assert (a_ptr, m[:4], k[:4], stride_am) == (struct.pack("=Q", VALUES[0]), struct.pack("=i", 1000),
                                                 struct.pack("=i", 200), struct.pack("=q", 256))
+
+
+def test_launcher_launches_an_empty_tensor_over_its_fill_buffer(monkeypatch: pytest.MonkeyPatch) -> None:
+    lib, rec = FakeLib(), Recorder()
+    lib.nparams = 6
+    launcher = loaded(lib, {"tensor_maps": [entry(fill="nan")]}, rec.fill_buffer)
+    launcher.launch((2, 1, 1), {**dict(zip(NAMES, VALUES)), "K": 0}, stream=0)
+    assert rec.fills == [bytes.fromhex("007e")] and lib.encoded == [(6, FILL_ADDRESS, [1, 1], [16], [64, 64], 3, 1)]
+    assert lib.calls[-1].words[5] == struct.pack("=Q", 6)
+    # by default, the driver's fill buffer of the launch's context
+    monkeypatch.setattr(driver, "fill_buffer", lambda bits: 0x9900 + len(bits))
+    loaded(lib, {"tensor_maps": [entry()]}).launch((2, 1, 1), {**dict(zip(NAMES, VALUES)), "M": 0}, stream=0)
+    assert lib.encoded[-1][1] == 0x9902
 
 
 @pytest.mark.parametrize("metadata", [{}, {"tensor_maps": []}, {"prints": False}])
@@ -240,3 +347,11 @@ def test_the_fast_path_launches_with_the_maps(gpu: FakeGPU, monkeypatch: pytest.
     assert k._dispatcher.slow_calls == 1
     assert [(call[1], call[2]) for call in gpu.lib.encoded] == [(0x10000, [4096]), (0x10000, [4112]), (0x40000, [4096])]
     assert [c.words[3] for c in gpu.lib.calls] == [struct.pack("=Q", 7)] * 5  # each map starts with its data type
+    fills: list[bytes] = []
+    monkeypatch.setattr(driver, "fill_buffer", lambda bits: fills.append(bits) or FILL_ADDRESS)
+    k2 = despina.jit(copy.fn)
+    for _ in range(2):
+        k2[(4,)](x, out, 0, BLOCK=1024)  # n = 0: an empty x, launched over the fill buffer, then a cache hit
+    assert k2._dispatcher.slow_calls == 1 and fills == [b"\0" * 4]
+    assert gpu.lib.encoded[-1] == (7, FILL_ADDRESS, [1], [], [32], 3, 0) and len(gpu.lib.encoded) == 4
+    assert len(gpu.lib.calls) == 7
