@@ -9,7 +9,10 @@ and its launch value (a device address or a scalar) into a local. The key finds 
 ready launch in a per-thread dict, filled from the kernel's `entries` (a LaunchEntry per call
 signature): the LaunchEntry, its launcher's frame for this thread and that frame's prebuilt ctypes
 arguments. The launch is then one `struct.pack_into` into the frame (the launcher's `pack_into`: for
-a kernel with TMA tensor maps, a cache lookup of their bytes first) and one cuLaunchKernelEx.
+a kernel with TMA tensor maps, a cache lookup of their bytes first) and one cuLaunchKernelEx. A host
+TensorDescriptor is classified as one argument whose launch value is a tuple (its base address, shape
+and strides but the last); the LaunchEntry of a call with descriptors packs through a generated
+wrapper (`flattening_pack`) that passes their parts where the launcher's parameters take them.
 Everything else (binding errors, specialization, compilation, loading, clear errors) happens on
 the slow path through the JITFunction, which stays the owner of specialization; the slow path
 files the call's key (computed by the generated `scan`, the same code as the launch's) so that
@@ -27,8 +30,9 @@ from typing import TYPE_CHECKING, Any
 
 from despina import arguments
 from despina.language.core import constexpr, unwrap
+from despina.language.descriptors import DescriptorArg
 from despina.specialization import LAUNCH_OPTIONS, Specialization
-from despina.tools.tensor_descriptor import expand
+from despina.tools.tensor_descriptor import TensorDescriptor, expand
 
 from . import driver, env, libcuda, pointers
 from .driver import LastLaunch
@@ -57,15 +61,17 @@ class _Addressed:
 class LaunchEntry:
     """A call signature's ready launch: the launcher, which of the call's values are its parameters
     (`pick`, None when all of them in order), where the stream comes from, and the globals it was
-    compiled with (None when it uses none)."""
+    compiled with (None when it uses none). `pack_into` is the launcher's, or given (a call with
+    descriptors: `flattening_pack` of it, with `pick` None)."""
 
     __slots__ = ("launcher", "pack_into", "launch_ex", "handle", "threads", "shared", "local", "name", "pick",
                  "torch_device", "torch_stream", "globals")
 
     def __init__(self, launcher: Launcher, pick: list[int] | None, torch_device: int | None,
-                 globals_: dict[str, Any] | None) -> None:
+                 globals_: dict[str, Any] | None, pack_into: Callable[..., None] | None = None) -> None:
         self.launcher = launcher
-        self.pack_into, self.launch_ex, self.handle = launcher.pack_into, launcher.launch_ex, launcher.handle
+        self.pack_into = pack_into or launcher.pack_into
+        self.launch_ex, self.handle = launcher.launch_ex, launcher.handle
         self.threads, self.shared, self.local, self.name = launcher.threads, launcher.shared, launcher.local, launcher.name
         self.pick = pick
         self.torch_device = torch_device
@@ -239,12 +245,39 @@ class Dispatcher:
         except Exception:  # no key: calls like this one always take the slow path
             return LaunchEntry(launcher, None, torch_device, globals_)
         runtime = [n for n in fn.arg_names if n not in fn.constexpr_names]
+        if any(v.__class__ is tuple for v in values):  # host TensorDescriptors: their parts flattened
+            sources = self.sources(args, kwargs, runtime, values)
+            if sources is None or not all(n in sources for n in launcher.arg_names):
+                return LaunchEntry(launcher, None, torch_device, globals_)
+            pack = flattening_pack(launcher.pack_into, [sources[n] for n in launcher.arg_names], len(values))
+            entry = self.entries[key] = LaunchEntry(launcher, None, torch_device, globals_, pack)
+            self.local.s[2].pop(key, None)
+            return entry
         pick: list[int] | None = [runtime.index(n) for n in launcher.arg_names]
         if pick == list(range(len(values))):
             pick = None
         entry = self.entries[key] = LaunchEntry(launcher, pick, torch_device, globals_)
         self.local.s[2].pop(key, None)  # this thread's ready launch of the key, if any, was another LaunchEntry's
         return entry
+
+    def sources(self, args: tuple[Any, ...], kwargs: dict[str, Any], runtime: list[str],
+                values: list[Any]) -> dict[str, tuple[int, int | None]] | None:
+        """Where each run-time parameter of this call (`expand`'s names) is among `values`, the launch
+        values `scan` made of it: (i, None) for values[i] itself, (i, j) for part j of a host
+        TensorDescriptor's values[i]. None when the call's descriptors are not what `values` say."""
+        assert self.meta is not None
+        named = self.meta(*args, **kwargs)
+        out: dict[str, tuple[int, int | None]] = {}
+        for i, (name, value) in enumerate(zip(runtime, values)):
+            d = unwrap(named[name])
+            if isinstance(d, TensorDescriptor):
+                parts = DescriptorArg(tuple(d.block_shape), d.padding).names(name)
+                if value.__class__ is not tuple or len(value) != len(parts):
+                    return None
+                out.update((part, (i, j)) for j, part in enumerate(parts))
+            else:
+                out[name] = (i, None)
+        return out
 
 
 # The code that reads runtime argument {i} (the local _d_p{i}) into its key part _d_k{i} and launch
@@ -462,6 +495,20 @@ def make_launch(dispatcher: Dispatcher) -> tuple[Callable[..., Any], Callable[..
     exec(compile(source, f"<despina launch of {fn.__name__}>", "exec"), namespace)
     dispatcher.namespace = namespace
     return namespace["scan"], namespace["meta"], namespace["bind"]
+
+
+def flattening_pack(pack_into: Callable[..., None], sources: list[tuple[int, int | None]],
+                    count: int) -> Callable[..., None]:
+    """`pack_into` taking a call's `count` launch values as the generated launch passes them (with
+    `pick` None), a host TensorDescriptor's as one tuple, and passing it the launcher's parameters:
+    `sources[k]` says where parameter k is, (i, None) for value i, (i, j) for part j of value i."""
+    params = "".join(f", _v{i}" for i in range(count))
+    picked = "".join(f", _v{i}" if j is None else f", _v{i}[{j}]" for i, j in sources)
+    config = "_b, _o, _x, _y, _z, _t, _u, _w, _s, _st"
+    namespace: dict[str, Any] = {"_pack": pack_into}
+    exec(f"def pack({config}{params}):\n    return _pack({config}{picked})\n", namespace)
+    pack: Callable[..., None] = namespace["pack"]
+    return pack
 
 
 def _indent(code: str, spaces: int) -> str:

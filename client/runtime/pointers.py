@@ -17,6 +17,8 @@ import numpy as np
 
 from despina import arguments
 from despina.compiler.ir.types import ScalarType
+from despina.language.descriptors import MAX_RANK
+from despina.tools.tensor_descriptor import TensorDescriptor
 
 from .errors import HostArrayError
 
@@ -128,6 +130,8 @@ def is_torch(value: Any) -> bool:
 # the value (its type, the pointer's 16-byte alignment, an integer's width and whether it is 1 or
 # a multiple of 16), so equal keys mean equal specializations; the launch value is what its
 # parameter slot gets. CONST marks a value that is no kernel parameter (None, a string, a dtype).
+# A host TensorDescriptor's launch value is a tuple (no other launch value is one): the values of
+# its parameters `DescriptorArg.names`, which the dispatcher flattens for the launcher.
 
 CONST = object()
 _I32, _I32_16, _I64, _I64_16 = ("i32",), ("i32", 16), ("i64",), ("i64", 16)
@@ -189,6 +193,61 @@ def _wrapper(a: Any) -> tuple[Any, Any]:
     return (a.__class__, a.dtype, key), p
 
 
+def _int_key(a: Any) -> Any:
+    """`_int`'s key of a descriptor's shape or stride outside int32's range; TypeError for a value that is
+    no int (exactly: the slow path specializes anything else, a bool or a NumPy integer, its own way)."""
+    if a.__class__ is not int:
+        raise TypeError(f"no fast path for a descriptor's {a.__class__.__name__}")
+    return _int(a)[0]
+
+
+# A host TensorDescriptor: keyed on its class, block shape and padding (its DescriptorArg), its base as an
+# array argument is keyed, and each shape and stride but the last as an int argument is (those in int32's
+# range as the generated launch keys plain ints: 1, 16 for a multiple of 16, else 0; others by `_int_key`);
+# its launch value is (base address, *shape, *strides[:-1]), in the order of `DescriptorArg.names`. One
+# branch per rank, its ints unpacked and keyed inline (a shape or strides of another rank fails to unpack);
+# a base of the first torch tensor class met (`_torch_base`) read inline too.
+_INT_KEY = "((1 if {a} == 1 else 0 if {a} & 15 else 16) if {a}.__class__ is int and -0x80000000 <= {a} <= 0x7FFFFFFF " \
+           "else _int_key({a}))"
+
+
+def _descriptor_source() -> str:
+    lines = ["def _descriptor(d):", "    base = d.base", "    if base.__class__ is _torch_base:  # `_torch_array` inlined",
+             "        if not base.is_cuda:", "            raise HostArrayError(f'a torch tensor on {base.device}')",
+             "        p = base.data_ptr()", "        base_key = (_torch_base, base.dtype, not p & 15)", "    else:",
+             "        base_key, p = (_BASES.get(base.__class__) or _base_classifier(base))(base)",
+             "    shape, strides, block = d.shape, d.strides, d.block_shape", "    rank = len(block)"]
+    for rank in range(1, MAX_RANK + 1):
+        sizes, steps = [f"s{i}" for i in range(rank)], [f"t{i}" for i in range(rank - 1)]
+        lines += [f"    {'if' if rank == 1 else 'elif'} rank == {rank}:",
+                  f"        {''.join(v + ', ' for v in sizes)}= shape",
+                  f"        {''.join(v + ', ' for v in steps)}_, = strides",
+                  f"        return (d.__class__, (*block,), d.padding, base_key, "
+                  f"{', '.join(_INT_KEY.format(a=v) for v in sizes + steps)}), (p, {', '.join(sizes + steps)})"]
+    lines.append("    raise TypeError(f'no fast path for a descriptor of rank {rank}')")
+    return "\n".join(lines) + "\n"
+
+
+def _base_classifier(a: Any) -> Callable[[Any], tuple[Any, Any]]:
+    """The classifier of a descriptor's base of `a`'s type (an array's); TypeError for anything else."""
+    if not arguments.is_array(a):
+        raise TypeError(f"no fast path for a descriptor whose base is a {a.__class__.__name__}")
+    found = _BASES[a.__class__] = CLASSIFIERS.get(a.__class__) or classifier_for(a)
+    global _torch_base
+    if found is _torch_array and _torch_base is _Unseen:  # the first torch tensor class met: inlined
+        _torch_base = a.__class__
+    return found
+
+
+class _Unseen:
+    """`_torch_base` before a descriptor's base was a torch tensor: no base's class is it."""
+
+
+_BASES: dict[type, Callable[[Any], tuple[Any, Any]]] = {}
+_torch_base: type = _Unseen
+exec(compile(_descriptor_source(), "<despina descriptor classifier>", "exec"), globals())  # reads `_torch_base` here
+_descriptor: Callable[[Any], tuple[Any, Any]] = globals()["_descriptor"]
+
 CLASSIFIERS: dict[type, Callable[[Any], tuple[Any, Any]]] = {
     int: _int, bool: _bool, float: _float, type(None): _const, str: _const, tuple: _const, ScalarType: _const,
 }
@@ -207,6 +266,8 @@ def classifier_for(a: Any) -> Callable[[Any], tuple[Any, Any]]:
         found = _float
     elif issubclass(cls, (np.integer, np.floating, np.bool_)):  # NumPy scalars, typed as Python's
         found = _np_bool if issubclass(cls, np.bool_) else _np_int if issubclass(cls, np.integer) else _np_float
+    elif issubclass(cls, TensorDescriptor):
+        found = _descriptor
     elif arguments.is_array(a):
         getter = getter_for(cls)
         found = _wrapper if getter is _wrapped else _torch_array if getter is _torch else _array(getter)

@@ -174,3 +174,88 @@ def test_capsule_layout_matches_dlpack() -> None:
     # DLTensor: data, device (2 x int32), ndim, dtype (4 bytes), shape, strides, byte_offset
     assert ctypes.sizeof(_DLTensor) == 48
     assert _DLTensor.byte_offset.offset == 40
+
+
+# ---- host TensorDescriptors -------------------------------------------------------------------------
+
+
+class OtherCudaArray(CudaArray):
+    """Another array class of the same dtype: its own key, as for an array argument."""
+
+
+def descriptor(base: Any = None, shape: tuple[int, ...] = (64, 32), strides: tuple[int, ...] = (32, 1),
+               block: tuple[int, ...] = (16, 16), padding: str = "zero") -> Any:
+    from despina.tools.tensor_descriptor import TensorDescriptor
+
+    return TensorDescriptor(CudaArray(0x1000) if base is None else base, list(shape), list(strides), list(block), padding)
+
+
+def test_descriptor_value_is_its_base_address_shape_and_strides_but_the_last() -> None:
+    key, value = classify(descriptor(CudaArray(0x2000), shape=(64, 48), strides=(48, 1)))
+    assert value == (0x2000, 64, 48, 48)
+    key3, value3 = classify(descriptor(CudaArray(0x2000), shape=(2, 8, 32), strides=(512, 64, 1), block=(1, 8, 16)))
+    assert value3 == (0x2000, 2, 8, 32, 512, 64) and key3 != key
+    key1, value1 = classify(descriptor(CudaArray(0x2000), shape=(100,), strides=(1,), block=(16,)))
+    assert value1 == (0x2000, 100) and key1 not in (key, key3)
+    assert key[3] == classify(CudaArray(0x2000))[0]  # the base keyed as an array argument is
+
+
+def test_descriptors_of_the_same_kind_have_one_key() -> None:
+    # other addresses (aligned), other sizes with the same int facts, another last stride (never read)
+    first = classify(descriptor(CudaArray(0x1000), shape=(64, 32), strides=(32, 1)))[0]
+    assert classify(descriptor(CudaArray(0x7F0000), shape=(80, 48), strides=(48, 1)))[0] == first
+    last_stride = descriptor(CudaArray(0x1000), shape=(64, 32), strides=(32, 1))
+    last_stride.strides[-1] = 3  # the slow path does not read it either
+    assert classify(last_stride)[0] == first
+    hash(first)
+
+
+@pytest.mark.parametrize("change", [
+    {"block": (32, 16)}, {"block": (16, 32)}, {"padding": "nan"},
+    {"base": CudaArray(0x1000, dtype="float16")}, {"base": OtherCudaArray(0x1000)}, {"base": FakeTorch(0x1000)},
+    {"shape": (1, 32)}, {"shape": (17, 32)}, {"shape": (64, 33)}, {"shape": (2**31, 32)}, {"shape": (2**31 + 1, 32)},
+    {"shape": (2**63, 32)}, {"strides": (1, 1)}, {"strides": (40, 1)}, {"strides": (2**32, 1)},
+    {"shape": (64, 32, 8), "strides": (256, 8, 1), "block": (1, 16, 16)},
+])
+def test_what_specialization_reads_of_a_descriptor_changes_its_key(change: dict[str, Any]) -> None:
+    d = descriptor()
+    for field, value in change.items():  # set after checking: what the slow path specializes is read
+        setattr(d, {"block": "block_shape"}.get(field, field), list(value) if isinstance(value, tuple) else value)
+    assert classify(d)[0] != classify(descriptor())[0]
+
+
+def test_a_misaligned_base_changes_the_key() -> None:
+    d = descriptor()
+    d.base = CudaArray(0x1008)  # a descriptor checks its base when made; one set later is keyed too
+    assert classify(d)[0] != classify(descriptor())[0] and classify(d)[1][0] == 0x1008
+
+
+@pytest.mark.parametrize("base, error", [
+    (np.zeros((64, 32), np.float32), HostArrayError), (FakeTorch(0x1000, cuda=False), HostArrayError),
+])
+def test_a_descriptor_of_host_memory_has_no_key(base: Any, error: type) -> None:
+    with pytest.raises(error):
+        classify(descriptor(base))
+
+
+@pytest.mark.parametrize("field, value", [
+    ("shape", [2**64, 32]), ("shape", [64.0, 32]), ("shape", [np.int64(64), 32]), ("shape", [True, 32]),
+    ("strides", [2**64, 1]), ("shape", [64]), ("strides", [1]), ("shape", [1, 2, 3]), ("block_shape", [16] * 4),
+    ("base", None), ("base", 0x1000),
+])
+def test_a_descriptor_the_fast_path_does_not_take_raises(field: str, value: Any) -> None:
+    d = descriptor()
+    setattr(d, field, value)
+    with pytest.raises((TypeError, OverflowError, ValueError)):  # the launch then takes the slow path
+        classify(d)
+
+
+def test_a_torch_base_is_keyed_as_a_torch_tensor_argument() -> None:
+    first = classify(descriptor(FakeTorch(0x1000)))  # the first torch base met through `_torch_array`, then inline
+    second = classify(descriptor(FakeTorch(0x2000)))
+    assert first[0] == second[0] and first[0][3] == classify(FakeTorch(0x1000))[0] and second[1][0] == 0x2000
+    misaligned = descriptor(FakeTorch(0x1000))
+    misaligned.base = FakeTorch(0x1004)
+    assert classify(misaligned)[0][3] == classify(FakeTorch(0x1004))[0] != first[0][3]
+    with pytest.raises(HostArrayError, match="a torch tensor on cpu"):
+        classify(descriptor(FakeTorch(0x1000, cuda=False)))
