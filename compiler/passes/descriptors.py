@@ -17,7 +17,7 @@ from collections.abc import Callable
 from ..ir.builder import Builder
 from ..ir.core import Module, Op, Value
 from ..ir.ops import OPS
-from ..ir.types import PointerType, ScalarType, TileType, int1, int32, int64
+from ..ir.types import PointerType, ScalarType, TileType, float32, int1, int32, int64
 from .pipeline import PIPELINE, run_pipeline
 from .rewrite import Subst, replace_results, rewrite_module
 
@@ -74,6 +74,9 @@ def _masked_load(b: Builder, op: Op) -> Value:
     assert offset is not None and mask is not None and mask.type == TileType(block, int1)
     pointers = b.value("addptr", [b.value("splat", [base], shape=block), offset])
     fill = float("nan") if op.attrs["padding"] == "nan" else 0.0 if elem.is_floating() else 0
-    other = b.constant(fill, TileType(block, elem))
+    if elem.is_fp8():  # the IR has no fp8 constants: an fp32 one, cast
+        other = b.value("splat", [b.value("cast", [b.constant(fill, float32)], to=elem)], shape=block)
+    else:
+        other = b.constant(fill, TileType(block, elem))
     return b.value("load", [pointers, mask, other], cache=op.attrs.get("cache") or "", evict=op.attrs.get("evict") or "",
                    volatile=False)

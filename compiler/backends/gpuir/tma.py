@@ -121,6 +121,8 @@ def tensor_map(op: Op, fn: Function, attrs: dict[str, Any]) -> TensorMap | str:
         return f"its block has rank {rank} (TMA copies 2-D blocks here)"
     if size not in (1, 2, 4):
         return f"its elements are {size} bytes"
+    if op.attrs["padding"] == "nan" and size == 1:
+        return "TMA fills out-of-bounds elements with NaN for 16- and 32-bit floats only"
     cols = atom_columns(block, size)
     if cols * size < MIN_ROW_BYTES or block[-1] % cols or block[0] % ATOM_ROWS or block[0] > MAX_BOX:
         return f"its block {list(block)} is not whole swizzle atoms of {ATOM_ROWS} to {MAX_BOX} rows"

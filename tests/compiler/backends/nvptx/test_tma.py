@@ -224,3 +224,24 @@ def test_attention_through_descriptors_keeps_the_scores_in_the_mma_layout(causal
     assert "A in registers" in loop
     assert not re.search(r"convert_layout\(.*xfp32>", loop)
     assert k.metadata["spill_stores"] == 0
+
+
+@despina.jit
+def fp8_nan_matmul(a_ptr, b_ptr, c_ptr, K, BK: tl.constexpr):
+    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[128, K], strides=[K, 1], block_shape=[128, BK], padding_option="nan")
+    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[128, K], strides=[K, 1], block_shape=[128, BK])
+    acc = tl.zeros((128, 128), tl.float32)
+    for k in range(0, K, BK):
+        acc = tl.dot(a_desc.load([0, k]), b_desc.load([0, k]).T, acc)
+    tl.store(c_ptr + tl.arange(0, 128)[:, None] * 128 + tl.arange(0, 128)[None, :], acc)
+
+
+def test_fp8_blocks_padded_with_nan_are_masked_loads() -> None:
+    """TMA's NaN fill is for 16- and 32-bit floats: A's block is a masked load (its NaN an fp32 constant cast to
+    fp8, the IR having no fp8 constants), B's is copied by TMA; without TMA both are masked loads."""
+    k = despina.compile(fp8_nan_matmul, "*fp8e4nv:16,*fp8e4nv:16,*fp32:16,i32:16", {"BK": 128}, num_warps=8,
+                        target="sm_90a")
+    assert tma_attrs(k) == ["0", '"none: TMA fills out-of-bounds elements with NaN for 16- and 32-bit floats only"']
+    plain = despina.compile(fp8_nan_matmul, "*fp8e4nv:16,*fp8e4nv:16,*fp32:16,i32:16", {"BK": 128}, num_warps=8,
+                            target="sm_90")
+    assert "descriptor_load" not in plain.asm["gpuir"] and "cp.async.bulk" not in plain.asm["ptx"]
