@@ -40,6 +40,7 @@ from gpu_dot import (  # noqa: E402
     attention,
     attention_tma,
     matmul,
+    persistent_matmul,
     tma_matmul,
 )
 from timing import ROUNDS, Cell, safe, side_by_side  # noqa: E402
@@ -220,6 +221,8 @@ TABLES: list[tuple[str, list[str], Callable[..., list[list[Any]]]]] = [
     ("launch_overhead_us", ["kernel", "despina", "triton", "torch add_"], launch_overhead),
     ("matmul_TFLOPs", MATMUL_HEADER, matmul),
     ("tma_matmul_TFLOPs", MATMUL_HEADER, tma_matmul),
+    ("persistent_matmul_TFLOPs", ["config", "despina", "triton", "torch", "triton regs", "triton spills"],
+     persistent_matmul),
     ("attention_tma_TFLOPs", ["case", "despina", "triton", "torch", "triton regs", "triton spills"], attention_tma),
     ("attention_TFLOPs", ["case", *MATMUL_HEADER[1:]], attention),
     ("compile_time_s", ["what", "despina", "triton"], compile_times),

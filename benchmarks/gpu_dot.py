@@ -160,6 +160,35 @@ def tma_matmul(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
     return rows
 
 
+def persistent_matmul(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
+    """Tutorial 09's persistent descriptor matmul (`matmul_tma_persistent_kernel`, loop nest not flattened in
+    either compiler), fp16, TFLOP/s, beside torch.matmul: a grid of one program per SM, GROUP_SIZE_M 8."""
+    import torch
+
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    rows = []
+    for size in (4096,) if quick else (4096, 8192):
+        a = torch.randn((size, size), device="cuda", dtype=torch.float16)
+        b = torch.randn((size, size), device="cuda", dtype=torch.float16)
+        ref = torch.matmul(a, b.T).to(torch.float16)
+        for bm, bn, bk, warps, stages in MATMUL_CONFIGS[:2] if quick else MATMUL_CONFIGS:
+            grid = (min(sms, math.ceil(size / bm) * math.ceil(size / bn)),)
+            cells: list[Cell] = []
+            for name in ("despina", "triton"):
+                desc = kernels[name].TensorDescriptor
+                out = torch.empty_like(ref)
+                args = (desc.from_tensor(a, [bm, bk]), desc.from_tensor(b, [bn, bk]), desc.from_tensor(out, [bm, bn]))
+                k = kernels[name].matmul_tma_persistent_kernel
+                cells.append((lambda k=k, args=args: k[grid](*args, size, size, size, BLOCK_M=bm, BLOCK_N=bn,
+                                                              BLOCK_K=bk, GROUP_SIZE_M=8, NUM_SMS=sms,
+                                                              num_warps=warps, num_stages=stages),
+                              lambda out=out: torch.testing.assert_close(out, ref, rtol=2e-2, atol=0.25)))
+            cells.append((lambda a=a, b=b: torch.matmul(a, b.T), None))
+            times = side_by_side(cells, lambda ms: 2 * size**3 / ms * 1e-9, 1 if quick else ROUNDS)
+            rows.append([f"floa {size}^3 {bm}x{bn}x{bk} w{warps} s{stages}", *times, *triton_resources(cells)])
+    return rows
+
+
 def attention_tma(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
     """The attention forward pass with Q, K, V and O through host TensorDescriptors (`attention_tma_kernel`),
     fp16, TFLOP/s, beside PyTorch's scaled_dot_product_attention; the cases and configs of `attention`."""

@@ -193,3 +193,21 @@ def test_attention_through_descriptors_matches_sdpa(hopper: Any, tmp_path: Path,
     shape = (batch, heads, n_ctx, dim)
     want = torch.nn.functional.scaled_dot_product_attention(q.view(shape), k.view(shape), v.view(shape), is_causal=causal)
     torch.testing.assert_close(out.view(shape), want, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("programs", [3, 200])
+def test_persistent_descriptor_matmul_matches_torch(hopper: Any, tmp_path: Path, programs: int) -> None:
+    """benchmarks/kernels.py's tutorial-09 persistent kernel: each of `programs` programs loops over output
+    tiles (3: several tiles each, the TMA ring's barriers set up and invalidated per tile; 200: more
+    programs than tiles), ragged M, N and K, B as [N, K] through `.T`, C through a descriptor store."""
+    torch = hopper
+    kernels = benchmark_kernels(tmp_path)
+    m, n, k = 300, 520, 136
+    a, b = _operand(torch, "fp16", (m, k), 7), _operand(torch, "fp16", (n, k), 8)
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)
+    descs = [TensorDescriptor.from_tensor(t, block) for t, block in ((a, [128, 64]), (b, [256, 64]), (c, [128, 256]))]
+    tiles = despina.cdiv(m, 128) * despina.cdiv(n, 256)
+    kernels.matmul_tma_persistent_kernel[(min(programs, tiles),)](*descs, m, n, k, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64,
+                                                                  GROUP_SIZE_M=8, NUM_SMS=min(programs, tiles),
+                                                                  num_warps=8, num_stages=3)
+    torch.testing.assert_close(c.double(), (a.double() @ b.double().T).half().double(), rtol=1e-2, atol=5e-2)
