@@ -161,8 +161,8 @@ def tma_matmul(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
 
 
 def persistent_matmul(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
-    """Tutorial 09's persistent descriptor matmul (`matmul_tma_persistent_kernel`, loop nest not flattened in
-    either compiler), fp16, TFLOP/s, beside torch.matmul: a grid of one program per SM, GROUP_SIZE_M 8."""
+    """Tutorial 09's persistent descriptor matmul (`matmul_tma_persistent_kernel`, its loop nest flattened by
+    both compilers), fp16, TFLOP/s, beside torch.matmul: a grid of one program per SM, GROUP_SIZE_M 8."""
     import torch
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count

@@ -99,16 +99,15 @@ def _compute_pid(tile_id, num_pid_in_group, num_pid_m, GROUP_SIZE_M: tl.constexp
 @triton.jit
 def matmul_tma_persistent_kernel(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                                  BLOCK_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr, NUM_SMS: tl.constexpr):
-    """Tutorial 09's `matmul_kernel_tma_persistent` without its epilogue subtiling, warp specialization and
-    loop flattening (flatten=False: despina does not flatten loop nests yet): a grid of NUM_SMS programs,
-    each looping over output tiles in grouped order."""
+    """Tutorial 09's `matmul_kernel_tma_persistent` without its epilogue subtiling and warp specialization: a
+    grid of NUM_SMS programs, each looping over output tiles in grouped order, the loop nest flattened."""
     start_pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     k_tiles = tl.cdiv(K, BLOCK_K)
     num_tiles = num_pid_m * num_pid_n
     num_pid_in_group = GROUP_SIZE_M * num_pid_n
-    for tile_id in tl.range(start_pid, num_tiles, NUM_SMS, flatten=False):
+    for tile_id in tl.range(start_pid, num_tiles, NUM_SMS, flatten=True):
         pid_m, pid_n = _compute_pid(tile_id, num_pid_in_group, num_pid_m, GROUP_SIZE_M)
         offs_am = pid_m * BLOCK_M
         offs_bn = pid_n * BLOCK_N

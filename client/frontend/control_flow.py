@@ -319,6 +319,8 @@ class ControlFlow:
             attrs["num_stages"] = int(rng.num_stages)
         if rng.loop_unroll_factor is not None:
             attrs["loop_unroll_factor"] = int(rng.loop_unroll_factor)
+        if rng.flatten:
+            attrs["flatten"] = True
 
         def build(inits: list[tensor]) -> tuple[list[tensor], Block]:
             block = Block([ity] + [t.type for t in inits], [iv_name] + _slot_names(names, self.scope))

@@ -96,9 +96,11 @@ class range:
     `num_stages` overrides the kernel's for this loop's software pipeline (1: none);
     `loop_unroll_factor=U` (2 or more) has the GPU backend run the body U times an iteration, with a
     second loop for the iterations left over, as Triton's does. Neither changes what the loop computes.
-    `disallow_acc_multi_buffer` is Triton's: despina never multi-buffers a dot's accumulator, so either
-    value compiles the same. `flatten=True` (one pipelined loop for a loop nest) and `warp_specialize=True`
-    (producer and consumer warps) are Triton's too, and despina does not do them yet: True is refused.
+    `flatten=True` has the GPU backend run this loop and the one inner loop of its body as one
+    software-pipelined loop (passes/flatten.py), as Triton's does. `disallow_acc_multi_buffer` is Triton's:
+    despina never multi-buffers a dot's accumulator, so either value compiles the same.
+    `warp_specialize=True` (producer and consumer warps) is Triton's too, and despina does not do it yet:
+    it is refused.
     """
 
     def __init__(self, arg1: Any, arg2: Any = None, step: Any = None, num_stages: Any = None,
@@ -112,14 +114,16 @@ class range:
         self.loop_unroll_factor = unwrap(loop_unroll_factor)
         if not isinstance(unwrap(disallow_acc_multi_buffer), bool):
             raise TypeError(f"tl.range: disallow_acc_multi_buffer must be a constexpr bool, got {disallow_acc_multi_buffer!r}")
-        for name, value, what in (("flatten", flatten, "flatten a loop nest into one pipelined loop"),
-                                  ("warp_specialize", warp_specialize, "specialize warps (producer and consumers)")):
-            value = unwrap(value)
-            if not isinstance(value, bool):
-                raise TypeError(f"tl.range: {name} must be a constexpr bool, got {value!r}")
-            if value:
-                raise ValueError(f"tl.range(..., {name}=True): despina does not {what} yet; pass {name}=False (or "
-                                 "leave it out) and the loop compiles as written, each inner loop pipelined on its own")
+        self.flatten = unwrap(flatten)
+        if not isinstance(self.flatten, bool):
+            raise TypeError(f"tl.range: flatten must be a constexpr bool, got {flatten!r}")
+        ws = unwrap(warp_specialize)
+        if not isinstance(ws, bool):
+            raise TypeError(f"tl.range: warp_specialize must be a constexpr bool, got {ws!r}")
+        if ws:
+            raise ValueError("tl.range(..., warp_specialize=True): despina does not specialize warps (producer and "
+                             "consumers) yet; pass warp_specialize=False (or leave it out) and the loop compiles as "
+                             "written, its warps all doing all of it")
 
 
 class static_range:

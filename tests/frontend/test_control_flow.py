@@ -581,12 +581,15 @@ def tl_range_options_kernel(x_ptr, out_ptr, n, N: tl.constexpr, FLATTEN: tl.cons
     tl.store(out_ptr + tl.arange(0, N), acc)
 
 
-def test_tl_range_takes_triton_s_loop_options_false_and_refuses_what_it_does_not_do(device):
+def test_tl_range_takes_triton_s_loop_options_and_refuses_what_it_does_not_do(device, trace):
     x = np.arange(4 * N, dtype=np.float32).reshape(4, N)
     out = device.zeros(N, "fp32")
-    tl_range_options_kernel[(1,)](device.put(x), out, 4, N=N, FLATTEN=False, WS=False, NO_MULTI=True)
-    np.testing.assert_array_equal(device.get(out), x.sum(0))
-    for flatten, ws, name in ((True, False, "flatten"), (False, True, "warp_specialize")):
-        with pytest.raises(despina.CompilationError, match=rf"tl.range\(\.\.\., {name}=True\): despina does not .* yet; "
-                                                             rf"pass {name}=False"):
-            tl_range_options_kernel[(1,)](device.put(x), out, 4, N=N, FLATTEN=flatten, WS=ws, NO_MULTI=False)
+    for flatten, no_multi in ((False, True), (True, False)):
+        tl_range_options_kernel[(1,)](device.put(x), out, 4, N=N, FLATTEN=flatten, WS=False, NO_MULTI=no_multi)
+        np.testing.assert_array_equal(device.get(out), x.sum(0))
+    text = print_module(trace(tl_range_options_kernel, x, out, 4, N=N, FLATTEN=True, WS=False, NO_MULTI=False),
+                        locs=False)
+    assert "flatten = true" in text
+    with pytest.raises(despina.CompilationError, match=r"tl.range\(\.\.\., warp_specialize=True\): despina does not "
+                                                       r".* yet; pass warp_specialize=False"):
+        tl_range_options_kernel[(1,)](device.put(x), out, 4, N=N, FLATTEN=False, WS=True, NO_MULTI=False)

@@ -25,6 +25,7 @@ from ...ir.core import Block, Function, Module, Op, Value
 from ...ir.registry import OpRegistry
 from ...ir.types import PointerType, TileType, elem_of, shape_of
 from ...passes.descriptors import expand_descriptor_loads
+from ...passes.flatten import flatten_loops
 from ...passes.rewrite import Subst, clone_function, replace_results, rewrite_block
 from ...passes.unroll import unroll_loops
 from ..errors import BackendError, op_error
@@ -473,7 +474,7 @@ def assign_layouts(module: Module, num_warps: int, has_wgmma: bool = False) -> G
     `has_wgmma` (an sm_90a target) the dots that fit run on wgmma, and the descriptor loads that TMA
     copies (`tma.py`) stay; the other descriptor loads become masked loads first."""
     log2(num_warps)
-    fn = clone_function(module.kernel)
+    fn = flatten_loops(clone_function(module.kernel))
     if has_wgmma:
         plan_tensor_maps(fn, module.attrs, num_warps)
     expand_descriptor_loads(Module([fn], module.attrs), keep=lambda op: isinstance(op.attrs.get("tma"), int))

@@ -69,7 +69,8 @@ GPU_OPS: dict[str, OpDef] = {
 GPU_ATTRS: dict[str, Mapping[str, Attr]] = {
     # accelerate.plan_dot: mma.sync, wgmma or fma, and why; a wgmma dot's A read from registers
     "dot": {"engine": optional("str"), "operand_a": enum("registers")},
-    "for": {"pipeline": optional("str")},  # pipeline.plan_pipelines: the stages and ring, or why none
+    "for": {"pipeline": optional("str"),  # pipeline.plan_pipelines: the stages and ring, or why none
+            "flattened": optional("str")},  # passes/flatten.py: a flattened loop nest, or why a nest is not
     "load": {"async_copy": optional("str"), "tma": optional("str")},  # pipeline.plan_pipelines: the copies, or why none
     # tma.plan_tensor_maps: the index of the block's tensor map, or why TMA does not copy it (then it is a `load`)
     "descriptor_load": {"tma": optional("int", "str"), "async_copy": optional("str")},

@@ -91,6 +91,11 @@ class LoopPipeline:
     async_dots: frozenset[Op] = frozenset()  # the wgmma dots that leave one group in flight
     spare_slot: bool = False  # asynchronous dots' ring has a slot more (else a second barrier)
     handoff: str = "barrier"  # how slots pass between copies and readers: "barrier" or "mbarriers"
+    # A flattened loop nest's asynchronous dots (passes/flatten.py): the select that starts a dot's
+    # accumulator again at zero on a tile's first K step (its scale-d then), and the epilogue `if` whose
+    # branch that reads the accumulators waits for their groups first.
+    resets: tuple[tuple[Op, Op], ...] = ()
+    settles: tuple[tuple[Op, tuple[Value, ...]], ...] = ()
 
     @property
     def slots(self) -> int:
@@ -283,20 +288,36 @@ def plan_loop(gpu: GpuFunction, loop: Op, num_stages: int, users: dict[Value, li
     current = _current(body, loop, ahead, carried, skip, users)
     order = tuple(op for op in body.ops if op in ahead)
     wgmma = any(a.shared.block for a in loads)
-    asynchronous = _async_dots(gpu, body, users, {a.convert for a in loads}) if wgmma else frozenset()
+    asynchronous, resets, settles = (_async_dots(gpu, body, users, {a.convert for a in loads}) if wgmma
+                                     else (frozenset(), (), ()))
     slot_bytes = sum(a.slot_bytes for a in loads)
     tma = any(a.tma is not None for a in loads)
     return LoopPipeline(stages, tuple(loads), order, tuple(sorted(carried)), frozenset(current), wgmma, asynchronous,
-                        _spare_slot(stages, slot_bytes), "barrier" if wgmma or tma else "mbarriers")
+                        _spare_slot(stages, slot_bytes, _body_scratch(gpu, body)), "barrier" if wgmma or tma
+                        else "mbarriers", resets, settles)
 
 
-def _spare_slot(stages: int, slot_bytes: int) -> bool:
-    """Whether a ring of `stages` slots takes a spare one: it fits, and it does not cost a second
-    block per SM that the ring without it leaves room for."""
+def _body_scratch(gpu: GpuFunction, body: Block) -> int:
+    """About the most shared memory an op of the body takes beside the ring while the loop runs: a layout
+    conversion through shared memory (a flattened nest's epilogue storing its accumulator), padded rows."""
+    most = 0
+    for op in body.walk():
+        ty = op.result.type if op.name == CONVERT else None
+        if isinstance(ty, TileType) and not isinstance(gpu.encoding(op.result), MmaOperand):
+            elem = elem_of(ty)
+            size = elem.itemsize if isinstance(elem, ScalarType) else 8
+            rows = ty.numel // ty.shape[-1] if ty.shape else 1
+            most = max(most, ty.numel * size + 16 * rows)
+    return most
+
+
+def _spare_slot(stages: int, slot_bytes: int, scratch: int = 0) -> bool:
+    """Whether a ring of `stages` slots takes a spare one: it fits beside the `scratch` bytes the loop's body
+    takes, and it does not cost a second block per SM that the ring without it leaves room for."""
     def two_blocks(slots: int) -> bool:
-        return 2 * (slots * slot_bytes + RESERVED_BYTES) <= SM_SHARED_BYTES
+        return 2 * (slots * slot_bytes + scratch + RESERVED_BYTES) <= SM_SHARED_BYTES
 
-    fits = (stages + 1) * slot_bytes <= SHARED_BYTES
+    fits = (stages + 1) * slot_bytes + scratch <= SHARED_BYTES
     return fits and (two_blocks(stages + 1) or not two_blocks(stages))
 
 
@@ -305,42 +326,88 @@ def _only_user(users: dict[Value, list[Op]], v: Value, op: Op) -> bool:
     return len(found) == 1 and found[0] is op
 
 
-def _async_dots(gpu: GpuFunction, body: Block, users: dict[Value, list[Op]], ring: set[Op]) -> frozenset[Op]:
+def _carried(body: Block, users: dict[Value, list[Op]], v: Value) -> tuple[Value, Op | None] | None:
+    """The body argument that the next iteration receives `v` (a dot's result) as, and the top-level `if`
+    it passes through on the way (a flattened nest's epilogue, which both branches of pass it on and
+    whose branches alone read it otherwise), or None when something else reads it."""
+    yields = body.terminator
+    assert yields is not None
+    if any(w is v for w in yields.operands):
+        j = next(j for j, w in enumerate(yields.operands) if w is v)
+        return (body.args[j + 1], None) if _only_user(users, v, yields) else None
+    for branch in body.ops:
+        if branch.name != "if":
+            continue
+        ends = [r.terminator for r in branch.regions]
+        inside = {o for r in branch.regions for o in r.walk()}
+        for m, res in enumerate(branch.results):
+            if all(e is not None and e.operands[m] is v for e in ends) and _only_user(users, res, yields) \
+                    and all(u in inside for u in users.get(v, [])):
+                j = next(j for j, w in enumerate(yields.operands) if w is res)
+                return body.args[j + 1], branch
+    return None
+
+
+def _reset(users: dict[Value, list[Op]], dot: Op, arg: Value) -> Op | None:
+    """The `select(splat(first), zeros, arg)` that is `dot`'s accumulator in a flattened nest (the carried
+    value, or zeros on a tile's first K step), when only the dot reads it and only it reads `arg`."""
+    sel = dot.operands[2].owner
+    if not isinstance(sel, Op) or sel.name != "select" or not _only_user(users, sel.result, dot):
+        return None
+    cond, start, carried = sel.operands
+    splat = cond.owner
+    if carried is not arg or not _is_zero(start) or not _only_user(users, arg, sel):
+        return None
+    return sel if isinstance(splat, Op) and splat.name == "splat" else None
+
+
+def _async_dots(gpu: GpuFunction, body: Block, users: dict[Value, list[Op]], ring: set[Op]
+                ) -> tuple[frozenset[Op], tuple[tuple[Op, Op], ...], tuple[tuple[Op, tuple[Value, ...]], ...]]:
     """The wgmma dots of the body that leave their group in flight into the next iteration: their result
-    only goes to the next iteration, B stays put while the group runs (a ring slot, `ring` being the
-    pipelined loads' conversions, or a buffer made once by `hoist`; not one that `staging` stores
-    again every iteration), and either
+    only goes to the next iteration (in a flattened nest, maybe through its epilogue, which waits for the
+    group in the branch that reads it: `settles`), B stays put while the group runs (a ring slot, `ring`
+    being the pipelined loads' conversions, or a buffer made once by `hoist`; not one that `staging`
+    stores again every iteration), and either
     - A stays put too, and the accumulator is the carried value, which only the dot reads
-      (`acc = tl.dot(a, b, acc)`: the next iteration's dot is the next reader, in order), or
+      (`acc = tl.dot(a, b, acc)`: the next iteration's dot is the next reader, in order), or zeros on a
+      flattened nest's first K step of a tile (`resets`: the first K step's scale-d is 0 there), or
     - A is in registers, derived from the result of a synchronous wgmma dot earlier in the body
       (attention: P from S = Q K^T), and so is every operation that reads the carried accumulator
       (`acc * alpha`): that dot's `wait_group 0` retires this group before the next iteration
       recomputes A or reads the accumulator, which their data dependence on its result orders."""
-    yields = body.terminator
-    assert yields is not None
     found: set[Op] = set()
+    resets: list[tuple[Op, Op]] = []
+    settles: dict[Op, list[Value]] = {}
     synchronous: list[Op] = []
     for op in body.ops:
         enc = gpu.encoding(op.result) if op.name == "dot" else None
         if not isinstance(enc, Mma) or enc.version != 3:
             continue
-        arg = next((body.args[j + 1] for j, v in enumerate(yields.operands) if v is op.result), None)
-        if arg is None or not _only_user(users, op.result, yields) or not _stays(op.operands[1], ring):
+        carried = _carried(body, users, op.result)
+        if carried is None or not _stays(op.operands[1], ring):
             synchronous.append(op)
             continue
+        arg, through = carried
         if op.attrs.get("operand_a") != "registers":
-            if op.operands[2] is arg and _only_user(users, arg, op) and _stays(op.operands[0], ring):
+            reset = _reset(users, op, arg)
+            plain = op.operands[2] is arg and _only_user(users, arg, op)
+            if (plain or reset is not None) and _stays(op.operands[0], ring):
                 found.add(op)
+                if reset is not None:
+                    resets.append((op, reset))
+                if through is not None:
+                    settles.setdefault(through, []).append(op.result)
             else:
                 synchronous.append(op)
             continue
         after = [_derived(users, d.result) for d in synchronous]
-        if any(op.operands[0] in derived and all(any(v in derived for v in u.operands) for u in users.get(arg, []))
-               for derived in after):
+        if through is None and any(op.operands[0] in derived and all(any(v in derived for v in u.operands)
+                                                                     for u in users.get(arg, []))
+                                   for derived in after):
             found.add(op)
         else:
             synchronous.append(op)
-    return frozenset(found)
+    return frozenset(found), tuple(resets), tuple((k, tuple(v)) for k, v in settles.items())
 
 
 def _derived(users: dict[Value, list[Op]], root: Value) -> set[Value]:

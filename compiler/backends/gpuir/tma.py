@@ -143,38 +143,38 @@ def tensor_map(op: Op, fn: Function, attrs: dict[str, Any]) -> TensorMap | str:
 
 def plan_tensor_maps(fn: Function, attrs: dict[str, Any], num_warps: int) -> None:
     """Mark each descriptor load of `fn` (on `num_warps` warps) that TMA copies with the attribute `tma` (the
-    index of its tensor map among the kernel's), every other one with `tma = "none: <why>"`."""
+    index of its tensor map among the kernel's: loads of one map share it), every other one with
+    `tma = "none: <why>"`."""
     users: dict[Value, list[Op]] = {}
     for o in fn.walk():
         for v in o.operands:
             users.setdefault(v, []).append(o)
-    count = 0
+    index: dict[TensorMap, int] = {}
 
     def walk(ops: list[Op], in_loop: bool) -> None:
-        nonlocal count
         for op in ops:
             if op.name == "descriptor_load":
                 plan = tensor_map(op, fn, attrs)
                 if not isinstance(plan, str) and not (in_loop and _feeds_wgmma(op, users, fn, num_warps)):
                     plan = "it does not feed a wgmma dot in a loop"
-                op.attrs["tma"] = f"none: {plan}" if isinstance(plan, str) else count
-                count += not isinstance(plan, str)
+                op.attrs["tma"] = f"none: {plan}" if isinstance(plan, str) else index.setdefault(plan, len(index))
             for region in op.regions:
                 walk(region.ops, in_loop or op.name == "for")
 
     walk(fn.body.ops, False)
 
 
-def tensor_maps(fn: Function, attrs: dict[str, Any]) -> list[tuple[Op, TensorMap]]:
-    """The descriptor loads that TMA copies and their tensor maps, in the order of the kernel's tensor-map
-    parameters."""
-    found: list[tuple[int, Op, TensorMap]] = []
+def tensor_maps(fn: Function, attrs: dict[str, Any]) -> list[tuple[list[Op], TensorMap]]:
+    """The kernel's tensor maps in the order of its tensor-map parameters, each with the descriptor loads
+    that TMA copies through it."""
+    found: dict[int, tuple[list[Op], TensorMap]] = {}
     for op in fn.walk():
         index = op.attrs.get("tma") if op.name == "descriptor_load" else None
         if isinstance(index, int) and not isinstance(index, bool):
             plan = tensor_map(op, fn, attrs)
             assert not isinstance(plan, str), plan
-            found.append((index, op, plan))
-    found.sort(key=lambda t: t[0])
-    assert [i for i, _, _ in found] == list(range(len(found))), "tensor-map indices must be 0, 1, ..."
-    return [(op, plan) for _, op, plan in found]
+            ops, known = found.setdefault(index, ([], plan))
+            assert known == plan, f"descriptor loads of tensor map {index} describe different maps"
+            ops.append(op)
+    assert sorted(found) == list(range(len(found))), "tensor-map indices must be 0, 1, ..."
+    return [found[i] for i in range(len(found))]

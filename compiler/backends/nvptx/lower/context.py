@@ -99,13 +99,13 @@ class Lowering:
             arg.name = re.sub(r"[^A-Za-z0-9_.]", "_", name) or "arg"
         self.tensor_maps: dict[Op, ir.Value] = {}
         """The tensor-map parameter of each descriptor load that TMA copies (`lower/tma.py`)."""
-        for k, (op, _) in enumerate(maps):
+        for k, (ops, _) in enumerate(maps):
             arg = self.func.args[len(fn.args) + k]
             arg.name = f"tensor_map{k}"
             arg.attributes = _GridConstant()
             arg.attributes.add("byval")
             arg.attributes.align = 64
-            self.tensor_maps[op] = arg
+            self.tensor_maps.update(dict.fromkeys(ops, arg))
         self.debug = DebugInfo(self.module, fn, self.func) if line_info else None
         """Where each op's instructions came from (`!dbg`), unless the compile asked for no line info."""
         entry = self.func.append_basic_block("entry")
@@ -126,6 +126,9 @@ class Lowering:
         pipelined loads: `lower/pipeline.py`)."""
         self.buffers: dict[Value, int] = {}
         """The byte offset in shared memory of each `local_alloc`'s buffer (`lower/buffers.py`)."""
+        self.settle_in: dict[Op, tuple[Value, ...]] = {}
+        """`if` ops (a flattened nest's epilogue) and the asynchronous wgmma dots' results that a branch of
+        theirs reads: that branch first waits for every group (`lower/control.py`)."""
         self.scale_d: dict[Op, ir.Value] = {}
         """wgmma dots (by op) whose first K step adds the accumulator only where this i1 is true:
         the first iteration of a loop whose accumulator starts at zero (`lower/wgmma.py`)."""

@@ -7,6 +7,7 @@ import llvmlite.ir as ir
 
 from ....ir.core import Op
 from ....ir.types import ScalarType, elem_of
+from . import wgmma
 from .context import Lowering
 from .phis import close_phis, for_header, phis
 from .pipeline import pipelined_for
@@ -49,7 +50,12 @@ def if_op(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
     for region, block in zip(op.regions, (then_bb, else_bb)):
         ctx.shared.set_state(entry)
         b.position_at_end(block)
+        read = {v for o in region.walk() if o is not region.terminator for v in o.operands}
+        saved = {v: ctx.values[v] for v in ctx.settle_in.get(op, ()) if v in read}
+        for v, regs in saved.items():  # an asynchronous dot's accumulator: its group done first
+            ctx.values[v] = wgmma.wait(ctx, 0, regs)
         values = ctx.lower_region(region, [])
+        ctx.values.update(saved)
         ends.append((b.block, values))
         states.append(ctx.shared.state)
         b.branch(merge)

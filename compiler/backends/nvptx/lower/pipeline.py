@@ -93,6 +93,22 @@ class _Pipeline:
         self.barriers = ring
         """The byte offset of the slots' barriers, after the slots."""
         self.split = [self._split(a) for a in plan.loads]
+        self.copier_only = self._copier_only()
+
+    def _copier_only(self) -> set[Op]:
+        """The ahead ops whose values only TMA's coordinates take (the descriptor loads' offsets): the one
+        thread that issues the copies computes them, inside its branch, and no other thread does."""
+        users: dict[object, list[Op]] = {}
+        for op in self.body.walk():
+            for v in op.operands:
+                users.setdefault(v, []).append(op)
+        found: set[Op] = set()
+        copies = {a.load for a in self.plan.loads if a.tma is not None}
+        for op in reversed(self.plan.ahead):
+            if op not in self.plan.current and all(u in copies or u in found for r in op.results
+                                                   for u in users.get(r, [None])):
+                found.add(op)
+        return found
 
     def _split(self, a: AsyncLoad) -> bool:
         """Whether the ring reads of load `a` take split addresses (`ldmatrix.split_addresses`, from
@@ -120,7 +136,8 @@ class _Pipeline:
         ctx = self.ctx
         self.bind(iv, carried)
         for op in self.plan.ahead:
-            ctx.lower_op(op)
+            if op not in self.copier_only:
+                ctx.lower_op(op)
         live = less(ctx, self.signed, iv, hi)
         for i, a in enumerate(self.plan.loads):
             if a.tma is None:
@@ -129,6 +146,9 @@ class _Pipeline:
         if by_tma:  # thread 0, for an iteration of the loop (past its end nothing waits for the slot)
             b = ctx.b
             with b.if_then(b.and_(b.icmp_unsigned("==", ctx.tid, const(i32, 0)), live)):
+                for op in self.plan.ahead:
+                    if op in self.copier_only:
+                        ctx.lower_op(op)
                 full = _barrier(ctx, self.barriers, slot)
                 tma.expect(ctx, full, sum(a.copy_bytes for _, a in by_tma))
                 for i, a in by_tma:
@@ -151,10 +171,21 @@ class _Pipeline:
         ahead = {op for op in plan.ahead}
         yields = self.body.terminator
         assert yields is not None
+        resets = {select: dot for dot, select in plan.resets}
+        ctx.settle_in.update(plan.settles)
         for op in self.body.ops:
             if op is yields or op in skip or (op in ahead and op not in plan.current):
                 continue
+            dot = resets.get(op)
+            if dot is not None:  # the accumulator as carried (in flight); a tile's first K step ignores it
+                first = op.operands[0].owner
+                assert isinstance(first, Op)
+                ctx.values[op.result] = ctx.get(op.operands[2])
+                ctx.scale_d[dot] = ctx.b.not_(ctx.get(first.operands[0])[0])
+                continue
             ctx.lower_op(op)
+        for branch, _ in plan.settles:
+            del ctx.settle_in[branch]
         out = []
         for v, phi in zip(yields.operands, carried):
             owner = v.owner

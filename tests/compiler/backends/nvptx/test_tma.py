@@ -245,3 +245,40 @@ def test_fp8_blocks_padded_with_nan_are_masked_loads() -> None:
     plain = despina.compile(fp8_nan_matmul, "*fp8e4nv:16,*fp8e4nv:16,*fp32:16,i32:16", {"BK": 128}, num_warps=8,
                             target="sm_90")
     assert "descriptor_load" not in plain.asm["gpuir"] and "cp.async.bulk" not in plain.asm["ptx"]
+
+
+@despina.jit
+def persistent_matmul(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                      PROGRAMS: tl.constexpr, FLATTEN: tl.constexpr):
+    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BM, BK])
+    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[K, 1], block_shape=[BN, BK])
+    tiles_n = tl.cdiv(N, BN)
+    for tile in tl.range(tl.program_id(0), tl.cdiv(M, BM) * tiles_n, PROGRAMS, flatten=FLATTEN):
+        off_m, off_n = tile // tiles_n * BM, tile % tiles_n * BN
+        acc = tl.zeros((BM, BN), tl.float32)
+        for k in range(0, K, BK):
+            acc = tl.dot(a_desc.load([off_m, k]), b_desc.load([off_n, k]).T, acc)
+        rm, rn = off_m + tl.arange(0, BM), off_n + tl.arange(0, BN)
+        tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(tl.float16), mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def test_a_flattened_persistent_loop_keeps_its_group_in_flight_and_waits_in_the_epilogue() -> None:
+    """One pipelined loop over every (tile, K step): a tile's first K step starts the accumulator at zero
+    through scale-d (no select of registers in flight), the epilogue's branch waits for the group before
+    it reads the accumulator, and the other iterations leave it in flight; the nest as written stays for
+    an inner loop of no iteration. The spare slot is not taken: the epilogue's conversion needs the room."""
+    sig = "*fp16:16,*fp16:16,*fp16:16,i32,i32,i32:16"
+    consts = {"BM": 128, "BN": 256, "BK": 64, "PROGRAMS": 132}
+    k = despina.compile(persistent_matmul, sig, {**consts, "FLATTEN": True}, num_warps=8, num_stages=3, target="sm_90a")
+    loops = [line for line in k.asm["gpuir"].splitlines() if "= for(" in line or " for(" in line]
+    fused = next(line for line in loops if 'flattened = "yes' in line)
+    assert "2 loads by TMA" in fused and "wgmma waits with 1 group in flight" in fused
+    assert "copies after a second barrier" in fused and "in 4 slots" not in fused
+    assert any('flattened = "no: its inner loop runs no iteration' in line for line in loops)
+    ptx = k.asm["ptx"]
+    assert ptx.count("wgmma.wait_group.sync.aligned 1;") == 2  # the fused loop and the nest's inner loop
+    assert ptx.count("wgmma.wait_group.sync.aligned 0;") == 3  # the epilogue, and after each loop
+    assert k.metadata["spill_stores"] == 0 and not k.metadata["ptxas_warnings"]
+    plain = despina.compile(persistent_matmul, sig, {**consts, "FLATTEN": False}, num_warps=8, num_stages=3,
+                            target="sm_90a")
+    assert "flattened" not in plain.asm["gpuir"]

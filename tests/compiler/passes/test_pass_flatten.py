@@ -1,0 +1,59 @@
+"""`flatten_loops` (`tl.range(..., flatten=True)`): the flattened nest computes what the nest computes, in
+the interpreter, whatever the trip counts (an inner loop of no iteration runs the nest as written, an
+outer loop of none runs neither, more programs than tiles), with a value the outer loop carries
+updated once per outer iteration; nests that do not fit stay as written and say why."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+import pytest
+from descriptor_kernels import persistent_rowsum, persistent_scaled
+
+from despina.compiler.interpreter import run_kernel
+from despina.compiler.ir.core import Module
+from despina.compiler.passes.flatten import flatten_loops
+
+
+def module_of(fn: Any, args: tuple[Any, ...], consts: dict[str, Any]) -> Module:
+    options = fn.options({}, interpret=True)
+    return fn.ir(fn.specialize(fn.bind(args, consts), options), options)
+
+
+def loops(module: Module) -> list[dict[str, Any]]:
+    return [op.attrs for op in module.kernel.walk() if op.name == "for"]
+
+
+@pytest.mark.parametrize("rows,cols,programs", [(50, 37, 3), (64, 32, 2), (50, 0, 3), (8, 20, 5), (0, 20, 2)])
+def test_the_flattened_nest_computes_what_the_nest_computes(rows: int, cols: int, programs: int) -> None:
+    rng = np.random.default_rng(rows * 100 + cols)
+    x = rng.integers(-4, 5, (max(rows, 1), max(cols, 1))).astype(np.float32)
+    consts = {"BR": 8, "BC": 16, "PROGRAMS": programs}
+    module = module_of(persistent_rowsum, (x, x, np.zeros(programs, np.int32), rows, cols), consts)
+    flat = copy.deepcopy(module)
+    flatten_loops(flat.kernel)
+    assert [a.get("flattened", "")[:3] for a in loops(flat)] == ["yes", "no:", ""]  # the fused loop, the nest as written
+    results = []
+    for m in (module, flat):
+        out, count = np.full(max(rows, 1) + 8, -1.0, np.float32), np.full(programs, -1, np.int32)
+        run_kernel(m, grid=(programs, 1, 1), args=[x, out, count, rows, cols])
+        results.append((out, count))
+    np.testing.assert_array_equal(results[0][0], results[1][0])
+    np.testing.assert_array_equal(results[0][1], results[1][1])
+    tiles = -(-rows // 8)
+    np.testing.assert_array_equal(results[1][1], [len(range(p, tiles, programs)) for p in range(programs)])
+    want = x[:rows, :cols].sum(axis=1) if cols else np.zeros(rows, np.float32)
+    got = results[1][0][:rows] - np.array([(r // 8) // programs for r in range(rows)], np.float32)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_a_nest_that_does_not_fit_stays_and_says_why() -> None:
+    x = np.ones((16, 16), np.float32)
+    module = module_of(persistent_scaled, (x, x, x, 16, 16), {"BR": 8, "BC": 16, "PROGRAMS": 2})
+    flatten_loops(module.kernel)
+    outer = loops(module)[0]
+    assert "flatten" not in outer
+    assert outer["flattened"] == ("no: the ops before the inner loop run every iteration once flattened, and 'load' "
+                                  "may not")
