@@ -129,6 +129,28 @@ def matmul(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
     return rows
 
 
+def _descriptor_matmul_times(kernels: dict[str, ModuleType], kernel: str, a: Any, b: Any, config: tuple[int, ...],
+                             grid: tuple[int, ...], rounds: int, **consts: Any) -> tuple[list[Any], list[Cell]]:
+    """The TFLOP/s of `kernel` of each compiler (A, B^T and C through host TensorDescriptors, `consts` its
+    other constexprs) and of torch.matmul(a, b.T), and the cells they were timed with."""
+    import torch
+
+    size = a.shape[0]
+    bm, bn, bk, warps, stages = config
+    ref = torch.matmul(a, b.T).to(torch.float16)
+    cells: list[Cell] = []
+    for name in ("despina", "triton"):
+        desc = kernels[name].TensorDescriptor
+        out = torch.empty_like(ref)
+        args = (desc.from_tensor(a, [bm, bk]), desc.from_tensor(b, [bn, bk]), desc.from_tensor(out, [bm, bn]))
+        k = getattr(kernels[name], kernel)
+        cells.append((lambda k=k, args=args: k[grid](*args, size, size, size, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
+                                                      num_warps=warps, num_stages=stages, **consts),
+                      lambda out=out: torch.testing.assert_close(out, ref, rtol=2e-2, atol=0.25)))
+    cells.append((lambda: torch.matmul(a, b.T), None))
+    return side_by_side(cells, lambda ms: 2 * size**3 / ms * 1e-9, rounds), cells
+
+
 def tma_matmul(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
     """Tutorial 09's descriptor matmul (`matmul_tma_kernel`: A, B^T and C through host TensorDescriptors),
     fp16 and bf16, TFLOP/s, beside torch.matmul. Triton copies the tiles with TMA, stores C with TMA;
@@ -138,22 +160,12 @@ def tma_matmul(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
     rows = []
     for dtype in ("float16", "bfloat16"):
         for size in (4096,) if quick else (4096, 8192):
-            a = torch.randn((size, size), device="cuda", dtype=getattr(torch, dtype))
-            b = torch.randn((size, size), device="cuda", dtype=getattr(torch, dtype))
-            ref = torch.matmul(a, b.T).to(torch.float16)
-            for bm, bn, bk, warps, stages in MATMUL_CONFIGS[:2] if quick else MATMUL_CONFIGS:
+            a, b = (torch.randn((size, size), device="cuda", dtype=getattr(torch, dtype)) for _ in range(2))
+            for config in MATMUL_CONFIGS[:2] if quick else MATMUL_CONFIGS:
+                bm, bn, bk, warps, stages = config
                 grid = (math.ceil(size / bm), math.ceil(size / bn))
-                cells: list[Cell] = []
-                for name in ("despina", "triton"):
-                    desc = kernels[name].TensorDescriptor
-                    out = torch.empty_like(ref)
-                    args = (desc.from_tensor(a, [bm, bk]), desc.from_tensor(b, [bn, bk]), desc.from_tensor(out, [bm, bn]))
-                    k = kernels[name].matmul_tma_kernel
-                    cells.append((lambda k=k, args=args: k[grid](*args, size, size, size, BLOCK_M=bm, BLOCK_N=bn,
-                                                                  BLOCK_K=bk, num_warps=warps, num_stages=stages),
-                                  lambda out=out: torch.testing.assert_close(out, ref, rtol=2e-2, atol=0.25)))
-                cells.append((lambda a=a, b=b: torch.matmul(a, b.T), None))
-                times = side_by_side(cells, lambda ms: 2 * size**3 / ms * 1e-9, 1 if quick else ROUNDS)
+                times, cells = _descriptor_matmul_times(kernels, "matmul_tma_kernel", a, b, config, grid,
+                                                        1 if quick else ROUNDS)
                 rows.append([f"{dtype[:4]} {size}^3 {bm}x{bn}x{bk} w{warps} s{stages}", *times,
                              *tma_resources(kernels["despina"].matmul_tma_kernel, dtype, (bm, bn, bk), warps, stages),
                              *triton_resources(cells)])
@@ -168,23 +180,12 @@ def persistent_matmul(kernels: dict[str, ModuleType], quick: bool) -> list[list[
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     rows = []
     for size in (4096,) if quick else (4096, 8192):
-        a = torch.randn((size, size), device="cuda", dtype=torch.float16)
-        b = torch.randn((size, size), device="cuda", dtype=torch.float16)
-        ref = torch.matmul(a, b.T).to(torch.float16)
-        for bm, bn, bk, warps, stages in MATMUL_CONFIGS[:2] if quick else MATMUL_CONFIGS:
+        a, b = (torch.randn((size, size), device="cuda", dtype=torch.float16) for _ in range(2))
+        for config in MATMUL_CONFIGS[:2] if quick else MATMUL_CONFIGS:
+            bm, bn, bk, warps, stages = config
             grid = (min(sms, math.ceil(size / bm) * math.ceil(size / bn)),)
-            cells: list[Cell] = []
-            for name in ("despina", "triton"):
-                desc = kernels[name].TensorDescriptor
-                out = torch.empty_like(ref)
-                args = (desc.from_tensor(a, [bm, bk]), desc.from_tensor(b, [bn, bk]), desc.from_tensor(out, [bm, bn]))
-                k = kernels[name].matmul_tma_persistent_kernel
-                cells.append((lambda k=k, args=args: k[grid](*args, size, size, size, BLOCK_M=bm, BLOCK_N=bn,
-                                                              BLOCK_K=bk, GROUP_SIZE_M=8, NUM_SMS=sms,
-                                                              num_warps=warps, num_stages=stages),
-                              lambda out=out: torch.testing.assert_close(out, ref, rtol=2e-2, atol=0.25)))
-            cells.append((lambda a=a, b=b: torch.matmul(a, b.T), None))
-            times = side_by_side(cells, lambda ms: 2 * size**3 / ms * 1e-9, 1 if quick else ROUNDS)
+            times, cells = _descriptor_matmul_times(kernels, "matmul_tma_persistent_kernel", a, b, config, grid,
+                                                    1 if quick else ROUNDS, GROUP_SIZE_M=8, NUM_SMS=sms)
             rows.append([f"floa {size}^3 {bm}x{bn}x{bk} w{warps} s{stages}", *times, *triton_resources(cells)])
     return rows
 

@@ -5,7 +5,9 @@ encodes the maps from, the copy outside a pipeline, and targets without TMA."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +22,8 @@ import despina.language as tl  # noqa: E402
 from despina.compiler.backends.gpuir.tma import shared_layout  # noqa: E402
 from despina.runtime import kernels  # noqa: E402
 from despina.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[4]
 
 
 @despina.jit
@@ -179,45 +183,23 @@ def test_the_landing_layout_is_the_hardware_swizzle(block: tuple[int, int], item
             assert inv.apply(dim0=r, dim1=col)[0] * itemsize == want, (r, col)
 
 
-@despina.jit
-def desc_attention(desc_q, desc_k, desc_v, out_ptr, N_CTX, D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-                   CAUSAL: tl.constexpr):
-    start_m = tl.program_id(0)
-    offset_y = tl.program_id(1) * N_CTX
-    offs_m = start_m * BM + tl.arange(0, BM)
-    offs_n = tl.arange(0, BN)
-    q = desc_q.load([offset_y + start_m * BM, 0])
-    m_i = tl.zeros([BM], dtype=tl.float32) - float("inf")
-    l_i = tl.zeros([BM], dtype=tl.float32)
-    acc = tl.zeros([BM, D], dtype=tl.float32)
-    hi = (start_m + 1) * BM if CAUSAL else N_CTX
-    for start_n in range(0, hi, BN):
-        qk = tl.dot(q, desc_k.load([offset_y + start_n, 0]).T)
-        if CAUSAL:
-            qk = tl.where(offs_m[:, None] >= (start_n + offs_n[None, :]), qk, -float("inf"))
-        m_new = tl.maximum(m_i, tl.max(qk, 1))
-        p = tl.exp2(qk - m_new[:, None])
-        alpha = tl.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), desc_v.load([offset_y + start_n, 0]))
-        m_i = m_new
-    tl.store(out_ptr + (offset_y + offs_m)[:, None] * D + tl.arange(0, D)[None, :], acc / l_i[:, None])
-
-
 @pytest.mark.parametrize("causal", [False, True])
-def test_attention_through_descriptors_keeps_the_scores_in_the_mma_layout(causal: bool) -> None:
-    """Q (loaded once: a masked load), K and V (TMA) through descriptors of (heads * N_CTX, 64) tensors. Its
-    column index is the `tl.arange(0, 64)` of the causal mask's columns too: the mask, and the scores it
-    selects, stay in the MMA layout (each access has its own copy of the cast of its indices to int64), and
-    P passes to the second dot in registers, whose group stays in flight."""
+def test_attention_through_descriptors_keeps_the_scores_in_the_mma_layout(causal: bool, tmp_path: Any) -> None:
+    """benchmarks/kernels.py's attention_tma_kernel: Q (loaded once: a masked load), K and V (TMA) and O through
+    descriptors of (heads * N_CTX, 64) tensors. Q's column index is the `tl.arange(0, 64)` of the causal mask's
+    columns too: the mask, and the scores it selects, stay in the MMA layout (each access has its own copy of
+    the cast of its indices to int64), and P passes to the second dot in registers, whose group stays in flight."""
+    spec = importlib.util.spec_from_file_location("despina_benchmark_gpu", ROOT / "benchmarks" / "gpu.py")
+    assert spec is not None and spec.loader is not None
+    gpu = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu)
+    kernel = gpu.load_kernels("despina", tmp_path).attention_tma_kernel
     n_ctx = 256
     qkv = np.zeros((2 * n_ctx, 64), np.float16)
-    descs = [TensorDescriptor.from_tensor(qkv, block) for block in ([128, 64], [64, 64], [64, 64])]
-    options = desc_attention.options({"num_warps": 8, "num_stages": 3}, interpret=False)
-    bound = desc_attention.bind((*descs, np.zeros((2 * n_ctx, 64), np.float32), n_ctx),
-                                {"D": 64, "BM": 128, "BN": 64, "CAUSAL": causal})
-    spec = desc_attention.specialize(bound, options)
-    k, _ = kernels.local(desc_attention.ir(spec, options), options, "sm_90a")
+    descs = [TensorDescriptor.from_tensor(qkv, block) for block in ([128, 64], [64, 64], [64, 64], [128, 64])]
+    options = kernel.options({"num_warps": 8, "num_stages": 3}, interpret=False)
+    bound = kernel.bind((*descs, 0.125, n_ctx), {"HEAD_DIM": 64, "BLOCK_M": 128, "BLOCK_N": 64, "CAUSAL": causal})
+    k, _ = kernels.local(kernel.ir(kernel.specialize(bound, options), options), options, "sm_90a")
     gpuir = k.asm["gpuir"]
     loop = gpuir[gpuir.index("= for(") : gpuir.index("\n  ) :", gpuir.index("= for("))]
     assert "2 loads by TMA" in loop and "wgmma waits with 1 group in flight" in loop
