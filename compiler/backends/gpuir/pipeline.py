@@ -6,6 +6,10 @@ issued as asynchronous copies (`cp.async`, zero-filling masked elements) into a 
 `num_stages` shared-memory buffers while iteration `i` multiplies what has already arrived, read
 with `ldmatrix` straight from its ring slot.
 
+On sm_90a a descriptor load that `tma.py` keeps (its `tma` attribute a tensor map's index) is copied by
+TMA instead: one thread copies the whole block into the slot, in the swizzle atoms wgmma reads, through
+`tl.trans` when the dot reads it transposed.
+
 This pass decides which loops and loads are pipelined and records the decision on the GPU IR: the
 loop's `pipeline` attribute and each load's `async_copy` attribute say what the lowering will emit
 (`print_gpuir` shows them), and `GpuFunction.pipelines` holds the plan the lowering follows. The

@@ -33,6 +33,14 @@ copies and their address arithmetic stood between the wait and the first mma in 
 (the LDGSTS ahead of the LDSM in the memory pipeline), and the tutorial matmul ran at 0.92x
 Triton's mma.sync path on an H100 (128x128x64 and 128x256x64, 8 warps, 3 stages).
 
+Descriptor loads that TMA copies (`tma.py`) are issued by thread 0 alone, for an iteration of the loop
+(none past its end), as one `mbarrier.arrive.expect_tx` of the stage's bytes on the slot's full
+barrier and the copies that complete it; the ahead ops that only give them their coordinates run in
+that thread's branch. Their loops take the "barrier" handoff, each thread also waiting on the slot's
+full barrier (the phase bit carried with the slot), which is set up before the prologue and returned
+after the loop. A flattened loop nest's asynchronous dots (`passes/flatten.py`) restart their
+accumulator on a tile's first K step through scale-d, and its epilogue's branch waits for their group.
+
 wgmma dots read the slots in place (`wgmma.py`) with no proxy fence, as in Triton's loop (its fence
 insertion fences operands stored from registers, not cp.async copies): `fence.proxy.async` is a
 MEMBAR.ALL.CTA in SASS, and the tutorial matmul ran at 0.90-0.93x Triton's wgmma loop with it at
