@@ -30,7 +30,8 @@ only their coordinates: `lower/pipeline.py`).
 
 `pre` (the ops before the inner loop) runs every iteration, so it may hold only pure arithmetic:
 no loads, no nested regions; the inner loop's bounds come from outside the nest and its steps and the
-outer one's are positive constants. A nest that does not fit stays as written, and its loop's
+outer one's are positive constants; neither loop is unrolled. The fused loop is pipelined over the
+inner loop's `num_stages` when it gives one, else the outer's. A nest that does not fit stays as written, and its loop's
 `flattened` attribute says why (the GPU IR shows it). This runs on the backend's copy of the kernel
 (`gpuir.assign_layouts`): the tile IR and the interpreter keep the nest, which computes the same.
 """
@@ -104,6 +105,8 @@ def why_not(loop: Op) -> str | None:
         return "its body must hold exactly one region op, an inner `for`"
     inner = body.ops[loops[0]]
     pre = body.ops[: loops[0]]
+    if any((op.attrs.get("loop_unroll_factor") or 0) > 1 for op in (loop, inner)):
+        return "a loop of the nest is unrolled (loop_unroll_factor)"
     for op in pre:
         opdef = OPS.get(op.name)
         if opdef is None or opdef.side_effects or op.name in _READS:
@@ -180,6 +183,8 @@ def _flatten(loop: Op) -> tuple[list[Op], list[Value]]:
     next_ki = e.op("select", ends, zero, e.op("add", ki, e.const(1, ty)))
     flat.ops.append(Op("yield", [*epilogue.results, next_t, next_ki], [], {}, (), yields.loc))
     attrs = {k: v for k, v in loop.attrs.items() if k not in (ATTR, RESULT)}
+    if inner.attrs.get("num_stages") is not None:  # the pipeline the inner loop asked for is the fused loop's
+        attrs["num_stages"] = inner.attrs["num_stages"]
     fused = Op("for", [zero, total, emit.const(1, ty), *inits, lo, zero], [*(v.type for v in inits), ty, ty],
                {**attrs, RESULT: f"yes: {n_inner} values of the inner loop carried, its bounds outside the nest"},
                [flat], loop.loc)

@@ -24,7 +24,8 @@ def load_3d(x_ptr, out_ptr, D0, D1, D2, O0, O1, O2, B0: tl.constexpr, B1: tl.con
 
 
 @despina.jit
-def persistent_rowsum(x_ptr, out_ptr, count_ptr, R, C, BR: tl.constexpr, BC: tl.constexpr, PROGRAMS: tl.constexpr):
+def persistent_rowsum(x_ptr, out_ptr, count_ptr, R, C, BR: tl.constexpr, BC: tl.constexpr, PROGRAMS: tl.constexpr,
+                      STAGES: tl.constexpr = None, UNROLL: tl.constexpr = None):
     """Each program sums rows of x, BR rows a tile, over tiles pid, pid + PROGRAMS, ...; the inner loop walks
     the columns; a counter carried by the tile loop counts the tiles each program did."""
     tiles = tl.cdiv(R, BR)
@@ -32,7 +33,7 @@ def persistent_rowsum(x_ptr, out_ptr, count_ptr, R, C, BR: tl.constexpr, BC: tl.
     for tile in tl.range(tl.program_id(0), tiles, PROGRAMS, flatten=True):
         rows = tile * BR + tl.arange(0, BR)
         acc = tl.zeros((BR,), tl.float32)
-        for c in range(0, C, BC):
+        for c in tl.range(0, C, BC, num_stages=STAGES, loop_unroll_factor=UNROLL):
             cols = c + tl.arange(0, BC)
             acc += tl.sum(tl.load(x_ptr + rows[:, None] * C + cols[None, :],
                                   mask=(rows[:, None] < R) & (cols[None, :] < C), other=0.0), axis=1)

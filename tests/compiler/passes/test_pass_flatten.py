@@ -57,3 +57,14 @@ def test_a_nest_that_does_not_fit_stays_and_says_why() -> None:
     assert "flatten" not in outer
     assert outer["flattened"] == ("no: the ops before the inner loop run every iteration once flattened, and 'load' "
                                   "may not")
+
+
+def test_the_fused_loop_takes_the_inner_loop_s_stages_and_an_unrolled_nest_stays() -> None:
+    x = np.ones((16, 16), np.float32)
+    args = (x, x, np.zeros(2, np.int32), 16, 16)
+    staged = module_of(persistent_rowsum, args, {"BR": 8, "BC": 16, "PROGRAMS": 2, "STAGES": 2})
+    flatten_loops(staged.kernel)
+    assert loops(staged)[0]["num_stages"] == 2 and loops(staged)[0]["flattened"].startswith("yes")
+    unrolled = module_of(persistent_rowsum, args, {"BR": 8, "BC": 16, "PROGRAMS": 2, "UNROLL": 2})
+    flatten_loops(unrolled.kernel)
+    assert loops(unrolled)[0]["flattened"] == "no: a loop of the nest is unrolled (loop_unroll_factor)"
