@@ -79,7 +79,7 @@ class AsyncLoad:
     copy_bytes: int  # bytes per cp.async (TMA: the block's)
     slot_bytes: int
     tma: int | None = None  # a descriptor load TMA copies: its tensor map's index
-    trans: Op | None = None  # a TMA block's `trans`, which the dot reads the slot through
+    trans: Op | None = None  # the load's `trans`, which the dot reads the slot through (`shared` is in its frame)
 
 
 @dataclass(frozen=True)
@@ -184,6 +184,10 @@ def _async_load(gpu: GpuFunction, op: Op, users: dict[Value, list[Op]]) -> Async
     if op.name == "descriptor_load":
         return _tma_load(gpu, op, users)
     (user, *others) = users.get(op.result, [None])
+    trans = None
+    if user is not None and not others and user.name == "trans":  # `tl.dot(a, b.T)`: the slot is read transposed
+        trans = user
+        (user, *others) = users.get(user.result, [None])
     if others or user is None or user.name != CONVERT:
         return "its tile has other users than one dot operand conversion"
     enc = gpu.encoding(user.result)
@@ -199,14 +203,17 @@ def _async_load(gpu: GpuFunction, op: Op, users: dict[Value, list[Op]]) -> Async
     if len(op.operands) > 2 and not _is_zero(op.operands[2]):
         return "its `other` is not zero (cp.async fills masked elements with zeros)"
     wgmma = enc.parent.version == 3
-    shared = operand_shared(gpu.layout(op.result), enc.op_idx, elem.itemsize, k_major=wgmma and elem.itemsize == 1)
+    tile = op.result if trans is None else trans.result  # the operand as the dot reads it
+    shared = operand_shared(gpu.layout(tile), enc.op_idx, elem.itemsize, k_major=wgmma and elem.itemsize == 1)
     if wgmma:
         shared = shared.atoms()
     vec = access_width(gpu, ptr, mask)
-    if vec * elem.itemsize not in _COPY_BYTES or (vec > 1 and access_dim(gpu, ptr) != shared.order[0]):
+    along = shared.order[0] if trans is None else trans.attrs["perm"][shared.order[0]]  # in the load's dimensions
+    if vec * elem.itemsize not in _COPY_BYTES or (vec > 1 and access_dim(gpu, ptr) != along):
         return f"its accesses are {vec * elem.itemsize} bytes (cp.async copies 4, 8 or 16 contiguous bytes)"
     shape = op.result.type.shape if isinstance(op.result.type, TileType) else ()
-    return AsyncLoad(op, user, shared, enc.op_idx, vec, vec * elem.itemsize, shape[0] * shape[1] * elem.itemsize)
+    return AsyncLoad(op, user, shared, enc.op_idx, vec, vec * elem.itemsize, shape[0] * shape[1] * elem.itemsize,
+                     trans=trans)
 
 
 def _ahead_slice(body: Block, roots: list[Value]) -> tuple[set[Op], set[int]] | None:

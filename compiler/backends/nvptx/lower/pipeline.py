@@ -70,13 +70,16 @@ def _copy(ctx: Lowering, a: AsyncLoad, slot_base: ir.Value, live: ir.Value) -> N
     ptr = a.load.operands[0]
     mask = ctx.get(a.load.operands[1]) if len(a.load.operands) > 1 else None
     ptrs, ll = ctx.get(ptr), ctx.layout(ptr)
-    contig, rows = a.shared.order
+    contig, rows = a.shared.order  # of the tile as the dot reads it: the load's, or its transpose's
+    perm = tuple(a.trans.attrs["perm"]) if a.trans is not None else tuple(range(ll.rank))
+    shape = tuple(ll.shape[p] for p in perm)
     kind = "cg" if a.copy_bytes == 16 else "ca"  # .cg (L2 only) exists for 16 bytes alone
     name = f"llvm.nvvm.cp.async.{kind}.shared.global.{a.copy_bytes}.s"
     elem = llvm_type(elem_of(a.load.result.type))
     for g in range(0, ll.num_regs, a.vec):
         idx = ctx.index(ll, g)
-        dst = b.gep(slot_base, [swizzled_offset(ctx, a.shared, ll.shape, idx[rows], idx[contig])], source_etype=elem)
+        idx = [idx[p] for p in perm]
+        dst = b.gep(slot_base, [swizzled_offset(ctx, a.shared, shape, idx[rows], idx[contig])], source_etype=elem)
         on = live if mask is None else b.and_(live, mask[g])
         size = b.select(on, const(i32, a.copy_bytes), const(i32, 0))
         ctx.call(name, void, [dst, ptrs[g], size])

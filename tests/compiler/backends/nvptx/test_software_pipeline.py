@@ -141,3 +141,29 @@ def test_a_k_major_b_with_block_k_equal_to_block_m_is_pipelined(dtype: str) -> N
     copies = re.findall(r'async_copy = "([^"]*)"', k.asm["gpuir"])
     assert len(copies) == 2 and all(c.startswith("16-byte copies into") for c in copies)
     assert k.metadata["spill_stores"] == 0 and k.metadata["registers"] < 200
+
+
+@despina.jit
+def matmul_bt(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in range(0, K, BK):
+        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :])
+        b = tl.load(b_ptr + rn[:, None] * K + (k + rk)[None, :])  # B^T, [N, K], read transposed by the dot
+        acc = tl.dot(a, b.T, acc)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc)
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
+def test_a_load_the_dot_reads_through_trans_is_pipelined(target: str) -> None:
+    """`tl.dot(a, b.T)`: B^T's tile is copied as it lies ([N, K], K contiguous) into a slot the dot reads as
+    [K, N], K-major (ldmatrix without .trans on mma.sync, a K-major descriptor on wgmma). Before, only A was
+    pipelined ("its tile has other users than one dot operand conversion")."""
+    k = despina.compile(matmul_bt, "*fp16:16,*fp16:16,*fp32:16,i32:16,i32:16,i32:16", {"BM": 128, "BN": 128, "BK": 64},
+                        num_warps=8, num_stages=3, target=target)
+    gpuir = k.asm["gpuir"]
+    assert "3 stages, 2 loads by cp.async" in gpuir
+    assert gpuir.count("16-byte copies into swizzled_shared<vec=8, perPhase=1, maxPhase=8, order=[0, 1]") == 1
+    assert k.metadata["spill_stores"] == 0
