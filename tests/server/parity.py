@@ -28,7 +28,7 @@ from despina.runtime import kernels
 from .conftest import Daemon
 
 TARGET = "sm_90"
-_CHECKED: set[tuple[str, CompileOptions]] = set()
+_CHECKED: set[tuple[str, CompileOptions, str]] = set()
 
 
 @contextmanager
@@ -45,24 +45,27 @@ def _server(url: str) -> Iterator[None]:
                 os.environ[k] = v
 
 
-def check(module: Module, options: CompileOptions, daemon: Daemon) -> None:
-    """`module` gives the same cubin in-process and through `daemon` on both transports."""
-    key = (print_module(module, locs=False), options)
+def check(module: Module, options: CompileOptions, daemon: Daemon, target: str = TARGET) -> None:
+    """`module` gives the same cubin (and the same tensor maps for its launch) for `target` in-process and
+    through `daemon` on both transports."""
+    key = (print_module(module, locs=False), options, target)
     if key in _CHECKED:
         return
     name = module.kernel.name
     where = f" ({module.kernel.loc})" if module.kernel.loc else ""
-    local = kernels._backend(module, options, TARGET)
+    local = kernels._backend(module, options, target)
     for url in (daemon.grpc, daemon.http):
         with _server(url):
             try:
-                remote = kernels.compile_binary(module, options, TARGET)
+                remote = kernels.compile_binary(module, options, target)
             except RemoteError as e:
                 pytest.fail(f"kernel '{name}'{where} compiles in-process but the daemon at {url} refuses it: {e}")
         assert remote.metadata.get("image_format", "cubin") == "cubin", f"kernel '{name}': {url} answered PTX"
         assert remote.cubin == local.cubin, (
             f"kernel '{name}'{where}: the daemon at {url} answered a cubin of {len(remote.cubin)} bytes that differs "
             f"from the in-process one ({len(local.cubin)} bytes)")
+        assert remote.metadata.get("tensor_maps") == local.metadata.get("tensor_maps"), (
+            f"kernel '{name}'{where}: the daemon at {url} describes other tensor maps than the in-process compile")
     _CHECKED.add(key)
 
 

@@ -37,9 +37,10 @@ from language.test_tensor_descriptor import *  # noqa: F403
 import despina
 import despina.language as tl
 from despina.compiler.options import CompileOptions
+from despina.runtime import kernels
 
 from .conftest import Daemon, RedisProcess
-from .parity import check_every_module
+from .parity import check, check_every_module
 
 pytest.importorskip("llvmlite")
 pytest.importorskip("cuda.bindings.nvjitlink")
@@ -111,6 +112,29 @@ def test_benchmark_kernels(device: Interpreter) -> None:
                       {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, CompileOptions(num_warps=warps, num_stages=stages)))
     for kernel, args, meta, options in cases:
         kernel.ir(kernel.specialize(kernel.bind(args, meta), options), options)  # checked by `device`
+
+
+def test_descriptor_kernels_on_sm_90a(device: Interpreter, nvptx_daemon: Daemon) -> None:
+    """benchmarks/gpu.py's descriptor kernels for sm_90a as well, where TMA copies their tiles (tensor maps in
+    the metadata) and the persistent kernel's loop nest is flattened: the daemon's cubin and tensor maps are
+    the in-process ones."""
+    k: Any = benchmark_kernels()
+    h = np.zeros((256, 256), np.float16)
+    qkv = np.zeros((512, 64), np.float16)
+    cases = [
+        (k.matmul_tma_kernel, [[128, 64], [256, 64], [128, 256]], (h, h, h), (256, 256, 256),
+         {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64}),
+        (k.matmul_tma_persistent_kernel, [[128, 64], [128, 64], [128, 128]], (h, h, h), (256, 256, 256),
+         {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_SIZE_M": 8, "NUM_SMS": 132}),
+        (k.attention_tma_kernel, [[128, 64], [64, 64], [64, 64], [128, 64]], (qkv,) * 4, (0.125, 256),
+         {"HEAD_DIM": 64, "BLOCK_M": 128, "BLOCK_N": 64, "CAUSAL": True}),
+    ]
+    options = CompileOptions(num_warps=8, num_stages=3)
+    for kernel, blocks, bases, scalars, meta in cases:
+        descs = [k.TensorDescriptor.from_tensor(t, b) for t, b in zip(bases, blocks)]
+        module = kernel.ir(kernel.specialize(kernel.bind((*descs, *scalars), meta), options), options)
+        check(module, options, nvptx_daemon, "sm_90a")
+        assert len(kernels._backend(module, options, "sm_90a").metadata["tensor_maps"]) == 2  # A and B, or K and V
 
 
 @despina.jit
