@@ -38,37 +38,21 @@ inner loop's `num_stages` when it gives one, else the outer's. A nest that does 
 
 from __future__ import annotations
 
-from ..ir.core import Block, Function, Loc, Op, Value
-from ..ir.ops import OPS, infer
+from ..ir.core import Block, Function, Op, Value
+from ..ir.ops import OPS
 from ..ir.types import ScalarType, TileType
-from .rewrite import Subst, clone_op, constant_op, constant_value, replace_results, rewrite_block
+from .rewrite import Emitter, Subst, clone_op, constant_value, replace_results, rewrite_block
 
 ATTR = "flatten"
 RESULT = "flattened"
 _READS = frozenset({"load", "descriptor_load", "atomic_rmw", "atomic_cas", "inline_asm", "call"})
 
 
-class _Emit:
-    """Appends ops to `ops` at `loc`."""
-
-    def __init__(self, ops: list[Op], loc: Loc | None) -> None:
-        self.ops, self.loc = ops, loc
-
-    def op(self, name: str, *operands: Value, **attrs: object) -> Value:
-        self.ops.append(Op(name, list(operands), infer(name, [v.type for v in operands], dict(attrs), ()), dict(attrs),
-                           (), self.loc))
-        return self.ops[-1].result
-
-    def const(self, value: int | float, like: ScalarType | TileType) -> Value:
-        self.ops.append(constant_op(value, like, self.loc))
-        return self.ops[-1].result
-
-    def trips(self, lo: Value, hi: Value, step: Value) -> Value:
-        """max(cdiv(hi - lo, step), 0) for a positive step."""
-        ty = lo.type
-        assert isinstance(ty, ScalarType)
-        span = self.op("add", self.op("sub", hi, lo), self.op("sub", step, self.const(1, ty)))
-        return self.op("maximum", self.op("floordiv", span, step), self.const(0, ty))
+def _trips(emit: Emitter, lo: Value, hi: Value, step: Value) -> Value:
+    """max(cdiv(hi - lo, step), 0) for a positive step."""
+    ty = lo.type
+    span = emit.op("add", emit.op("sub", hi, lo), emit.op("sub", step, emit.const(1, ty)))
+    return emit.op("maximum", emit.op("floordiv", span, step), emit.const(0, ty))
 
 
 def _defined_in(loop: Op) -> set[Value]:
@@ -131,13 +115,13 @@ def _flatten(loop: Op) -> tuple[list[Op], list[Value]]:
     lo, hi, step = loop.operands[:3]
     n_outer, n_inner = len(loop.operands) - 3, len(inner.operands) - 3
     out: list[Op] = []
-    emit = _Emit(out, loop.loc)
+    emit = Emitter(out, loop.loc)
     ty = lo.type
     assert isinstance(ty, ScalarType)
     inside = _defined_in(loop)
     klo, khi, kstep = (emit.const(_int_constant(v), ty) if v in inside else v for v in inner.operands[:3])
-    n_k = emit.trips(klo, khi, kstep)
-    total = emit.op("mul", emit.trips(lo, hi, step), n_k)
+    n_k = _trips(emit, klo, khi, kstep)
+    total = emit.op("mul", _trips(emit, lo, hi, step), n_k)
     # The inner loop's initial values for the first tile: `pre` once for iv = lo (pure: harmless if no
     # iteration runs), so that the flattened loop's carried values start with values of their types.
     first: Subst = {body.args[0]: lo, **dict(zip(body.args[1:], loop.operands[3:]))}
@@ -149,7 +133,7 @@ def _flatten(loop: Op) -> tuple[list[Op], list[Value]]:
     # steps), not divided out of the flattened index every iteration.
     flat = Block([ty, *(v.type for v in inits), ty, ty],
                  ["j", *(a.hint for a in body.args[1:]), *(a.hint for a in ibody.args[1:]), "t", "ki"])
-    e = _Emit(flat.ops, loop.loc)
+    e = Emitter(flat.ops, loop.loc)
     outer_args, inner_args = flat.args[1 : 1 + n_outer], flat.args[1 + n_outer : -2]
     t, ki = flat.args[-2:]
     k = e.op("add", klo, e.op("mul", ki, kstep))

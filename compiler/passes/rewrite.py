@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..ir.core import Block, Function, Loc, Module, Op, Value
-from ..ir.ops import OPS
+from ..ir.ops import OPS, infer
 from ..ir.types import Type
 
 Subst = dict[Value, Value]
@@ -114,3 +114,19 @@ def clone_function(fn: Function) -> Function:
     """A deep copy of `fn` (the backend's own copy of the kernel, which its passes change in place)."""
     body = clone_block(fn.body, {})
     return Function(fn.name, body, list(fn.arg_names), list(fn.result_types), fn.kernel, fn.loc)
+
+
+class Emitter:
+    """Appends new ops to `ops` at `loc`, typed by the op catalogue (for passes that build arithmetic)."""
+
+    def __init__(self, ops: list[Op], loc: Loc | None) -> None:
+        self.ops, self.loc = ops, loc
+
+    def op(self, name: str, *operands: Value, **attrs: Any) -> Value:
+        self.ops.append(Op(name, list(operands), infer(name, [v.type for v in operands], dict(attrs), ()), dict(attrs),
+                           (), self.loc))
+        return self.ops[-1].result
+
+    def const(self, value: bool | int | float, ty: Type) -> Value:
+        self.ops.append(constant_op(value, ty, self.loc))
+        return self.ops[-1].result

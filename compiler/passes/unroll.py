@@ -15,25 +15,10 @@ of the kernel (`gpuir.assign_layouts`), so the tile IR and the interpreter keep 
 
 from __future__ import annotations
 
-from ..ir.core import Block, Function, Loc, Op, Value
-from .rewrite import Subst, clone_op, constant_op, replace_results, rewrite_block
+from ..ir.core import Block, Function, Op, Value
+from .rewrite import Emitter, Subst, clone_op, replace_results, rewrite_block
 
 ATTR = "loop_unroll_factor"
-
-
-class _Emit:
-    """Appends scalar integer ops of the loop bounds' type to `ops`."""
-
-    def __init__(self, ops: list[Op], loc: Loc | None) -> None:
-        self.ops, self.loc = ops, loc
-
-    def op(self, name: str, a: Value, b: Value) -> Value:
-        self.ops.append(Op(name, [a, b], [a.type], {}, (), self.loc))
-        return self.ops[-1].result
-
-    def const(self, value: int, like: Value) -> Value:
-        self.ops.append(constant_op(value, like.type, self.loc))
-        return self.ops[-1].result
 
 
 def _unroll(loop: Op, factor: int) -> tuple[list[Op], list[Value]]:
@@ -43,16 +28,16 @@ def _unroll(loop: Op, factor: int) -> tuple[list[Op], list[Value]]:
     body = loop.regions[0]
     attrs = {k: v for k, v in loop.attrs.items() if k != ATTR}
     out: list[Op] = []
-    emit = _Emit(out, loop.loc)
-    span = emit.op("mul", step, emit.const(factor, step))
+    emit = Emitter(out, loop.loc)
+    span = emit.op("mul", step, emit.const(factor, step.type))
     main_hi = emit.op("add", lo, emit.op("mul", emit.op("floordiv", emit.op("sub", hi, lo), span), span))
 
     unrolled = Block([a.type for a in body.args], [a.hint for a in body.args])
-    inner = _Emit(unrolled.ops, loop.loc)
+    inner = Emitter(unrolled.ops, loop.loc)
     carried: list[Value] = unrolled.args[1:]
     yields = body.ops[-1]
     for j in range(factor):
-        iv = unrolled.args[0] if j == 0 else inner.op("add", unrolled.args[0], inner.op("mul", step, inner.const(j, step)))
+        iv = unrolled.args[0] if j == 0 else inner.op("add", unrolled.args[0], inner.op("mul", step, inner.const(j, step.type)))
         mapping: Subst = {body.args[0]: iv, **dict(zip(body.args[1:], carried))}
         unrolled.ops += [clone_op(op, mapping) for op in body.ops[:-1]]
         carried = [mapping.get(v, v) for v in yields.operands]

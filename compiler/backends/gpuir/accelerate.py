@@ -63,7 +63,11 @@ DotFeeds = dict[Op, list[tuple[Op, int]]]
 def dot_feeds(fn: Function) -> DotFeeds:
     """`fn`'s DotFeeds, taken before layout assignment inserts conversions between a dot and its users
     (which it places in the body only at the end: a walk in between would lose the path)."""
-    return {op: _fed_operands(fn, op) for op in fn.walk() if op.name == "dot"}
+    users: dict[Value, list[Op]] = {}
+    for op in fn.walk():
+        for v in op.operands:
+            users.setdefault(v, []).append(op)
+    return {op: _fed_operands(users, op) for op in fn.walk() if op.name == "dot"}
 
 
 def _chained(feeds: DotFeeds, dot: Op) -> bool:
@@ -78,13 +82,10 @@ def _a_from_dot(feeds: DotFeeds, dot: Op) -> bool:
     return any(d is dot and i == 0 for other, fed in feeds.items() if other is not dot for d, i in fed)
 
 
-def _fed_operands(fn: Function, dot: Op) -> list[tuple[Op, int]]:
-    """The other dots, with the operand (0 = A, 1 = B), that `dot`'s result reaches."""
+def _fed_operands(users: dict[Value, list[Op]], dot: Op) -> list[tuple[Op, int]]:
+    """The other dots, with the operand (0 = A, 1 = B), that `dot`'s result reaches (`users`: each value's
+    readers)."""
     fed: list[tuple[Op, int]] = []
-    users: dict[Value, list[Op]] = {}
-    for op in fn.walk():
-        for v in op.operands:
-            users.setdefault(v, []).append(op)
     seen: set[Value] = set()
     work: list[Value] = [dot.result]
     while work:

@@ -151,8 +151,9 @@ def _is_zero(v: Value) -> bool:
     return isinstance(owner, Op) and owner.name == "constant" and owner.attrs.get("value") in (0, 0.0, False)
 
 
-def _tma_load(gpu: GpuFunction, op: Op, users: dict[Value, list[Op]]) -> AsyncLoad | str:
-    """The plan of a descriptor load that TMA copies into the ring, or why it is not pipelined."""
+def _operand_of(op: Op, users: dict[Value, list[Op]]) -> tuple[Op | None, Op] | str:
+    """How `op`'s tile reaches a dot: the `trans` the dot reads it through (or None; `tl.dot(a, b.T)`: the
+    slot is read transposed) and the one conversion to the operand; or why it does not."""
     (user, *others) = users.get(op.result, [None])
     trans = None
     if user is not None and not others and user.name == "trans":
@@ -160,12 +161,28 @@ def _tma_load(gpu: GpuFunction, op: Op, users: dict[Value, list[Op]]) -> AsyncLo
         (user, *others) = users.get(user.result, [None])
     if others or user is None or user.name != CONVERT:
         return "its tile has other users than one dot operand conversion"
-    enc = gpu.encoding(user.result)
+    return trans, user
+
+
+def _one_dot(users: dict[Value, list[Op]], convert: Op) -> bool:
+    dots = users.get(convert.result, [])
+    return len(dots) == 1 and dots[0].name == "dot"
+
+
+_NOT_ONE_DOT = "its operand conversion has other users than one dot"
+
+
+def _tma_load(gpu: GpuFunction, op: Op, users: dict[Value, list[Op]]) -> AsyncLoad | str:
+    """The plan of a descriptor load that TMA copies into the ring, or why it is not pipelined."""
+    found = _operand_of(op, users)
+    if isinstance(found, str):
+        return found
+    trans, convert = found
+    enc = gpu.encoding(convert.result)
     if not isinstance(enc, MmaOperand) or enc.parent.version != 3:
         return "it does not feed a wgmma dot"
-    dots = users.get(user.result, [])
-    if len(dots) != 1 or dots[0].name != "dot":
-        return "its operand conversion has other users than one dot"
+    if not _one_dot(users, convert):
+        return _NOT_ONE_DOT
     elem = elem_of(op.result.type)
     assert isinstance(elem, ScalarType)
     block = tuple(op.attrs["shape"])
@@ -176,27 +193,23 @@ def _tma_load(gpu: GpuFunction, op: Op, users: dict[Value, list[Op]]) -> AsyncLo
     if elem.itemsize == 1 and shared.order[0] != kdim:
         return "wgmma reads 8-bit operands K-major only, and this block is contiguous along M or N"
     nbytes = block[0] * block[1] * elem.itemsize
-    return AsyncLoad(op, user, shared, enc.op_idx, 0, nbytes, nbytes, op.attrs["tma"], trans)
+    return AsyncLoad(op, convert, shared, enc.op_idx, 0, nbytes, nbytes, op.attrs["tma"], trans)
 
 
 def _async_load(gpu: GpuFunction, op: Op, users: dict[Value, list[Op]]) -> AsyncLoad | str:
     """The plan of one load, or why it is not copied asynchronously."""
     if op.name == "descriptor_load":
         return _tma_load(gpu, op, users)
-    (user, *others) = users.get(op.result, [None])
-    trans = None
-    if user is not None and not others and user.name == "trans":  # `tl.dot(a, b.T)`: the slot is read transposed
-        trans = user
-        (user, *others) = users.get(user.result, [None])
-    if others or user is None or user.name != CONVERT:
-        return "its tile has other users than one dot operand conversion"
-    enc = gpu.encoding(user.result)
+    found = _operand_of(op, users)
+    if isinstance(found, str):
+        return found
+    trans, convert = found
+    enc = gpu.encoding(convert.result)
     elem = elem_of(op.result.type)
     if not isinstance(enc, MmaOperand) or not isinstance(elem, ScalarType) or enc.k_width * elem.itemsize != 4:
         return "it does not feed a tensor-core operand (32-bit registers of k_width elements)"
-    dots = users.get(user.result, [])
-    if len(dots) != 1 or dots[0].name != "dot":
-        return "its operand conversion has other users than one dot"
+    if not _one_dot(users, convert):
+        return _NOT_ONE_DOT
     if op.attrs.get("volatile") or op.attrs.get("cache") or op.attrs.get("evict"):
         return "it is volatile or names a cache or eviction policy (cp.async takes neither)"
     ptr, mask = op.operands[0], (op.operands[1] if len(op.operands) > 1 else None)
@@ -212,7 +225,7 @@ def _async_load(gpu: GpuFunction, op: Op, users: dict[Value, list[Op]]) -> Async
     if vec * elem.itemsize not in _COPY_BYTES or (vec > 1 and access_dim(gpu, ptr) != along):
         return f"its accesses are {vec * elem.itemsize} bytes (cp.async copies 4, 8 or 16 contiguous bytes)"
     shape = op.result.type.shape if isinstance(op.result.type, TileType) else ()
-    return AsyncLoad(op, user, shared, enc.op_idx, vec, vec * elem.itemsize, shape[0] * shape[1] * elem.itemsize,
+    return AsyncLoad(op, convert, shared, enc.op_idx, vec, vec * elem.itemsize, shape[0] * shape[1] * elem.itemsize,
                      trans=trans)
 
 
