@@ -79,8 +79,8 @@ class Launcher:
     def launch(self, grid: tuple[int, int, int], values: dict[str, Any], stream: int = 0) -> None:
         """Launch on `stream` with `values` (parameter name -> int address or scalar, every parameter)."""
         frame = self.frame()
-        self.pack_into(frame.buffer, 0, *grid, self.threads, 1, 1, self.shared, stream,
-                       *self.layout.convert([values[n] for n in self.arg_names]))
+        self.layout.pack(frame, grid, self.threads, self.shared, stream, [values[n] for n in self.arg_names],
+                         self.pack_into)
         code = self.launch_ex(frame.config, self.handle, frame.params, None)
         LastLaunch.kernel = self.name
         if code:

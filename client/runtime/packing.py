@@ -124,10 +124,12 @@ class ArgLayout:
         return out
 
     def pack(self, frame: Frame, grid: tuple[int, int, int], block: int, shared: int, stream: int,
-             values: Sequence[Any]) -> None:
-        """Write a whole launch into `frame` (`values`: the parameters', then the tensor maps' bytes if
-        the layout has any). Launchers call the struct themselves (`Launcher.pack_into`)."""
-        self.struct.pack_into(frame.buffer, 0, *grid, block, 1, 1, shared, stream, *self.convert(values))
+             values: Sequence[Any], pack_into: Callable[..., None] | None = None) -> None:
+        """Write a whole launch into `frame` (the general path; the JIT's fast path calls the struct itself),
+        with the struct's `pack_into` or one that adds the tensor maps' bytes (`Launcher.pack_into`): then
+        `values` are the parameters' alone, else the parameters', then the tensor maps' bytes if the layout
+        has any."""
+        (pack_into or self.struct.pack_into)(frame.buffer, 0, *grid, block, 1, 1, shared, stream, *self.convert(values))
 
     def raw(self, frame: Frame, index: int) -> bytes:
         """The 8 bytes from parameter `index`'s address in `frame`, as the driver would read them."""
