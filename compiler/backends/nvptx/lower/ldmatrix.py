@@ -191,14 +191,16 @@ def _read_elements(ctx: Lowering, operand: SharedOperand, reg: int) -> dict[int,
     return out
 
 
-def split_addresses(acc: LinearLayout, warps_per_cta: tuple[int, int]) -> bool:
+def split_addresses(acc: LinearLayout) -> bool:
     """Whether a dot's ring reads take `_address`'s split: each read is `[lane base + imm]`, but
-    more lane bases stay live across the loop. Measured on an H100 (tutorial matmul, attention): a
-    win where the accumulator is at most 64 registers a thread and warps tile N (the 128x128x64
-    matmul on 8 warps: 179 -> 128 registers, two blocks an SM, 1.09-1.12x Triton's mma.sync path
-    against 1.00-1.02x), a loss where registers are short (128x256x64: 255 registers, 0.97-1.01x
-    against 1.01-1.04x; attention's chained dots at head dim 128: spills, 0.76-0.91x against 0.90-0.93x)."""
-    return acc.num_regs <= 64 and warps_per_cta[1] > 1
+    more lane bases stay live across the loop. A win where the dot's accumulator is at most 64
+    registers a thread: the 128x128x64 matmul on 8 warps (179 -> 128 registers, two blocks an SM,
+    1.09-1.12x Triton's mma.sync path against 1.00-1.02x, H100) and attention's chained dots (warps
+    along M; at head dim 128 the row-and-column reads left 28 swizzled V offsets live across the loop,
+    255 registers with spills, and ptxas ran each 16x8 tile of S through its K steps back to back:
+    203 registers split, causal 0.99x -> 1.015x Triton, d64 full 1.065x -> 1.10x, H200). A loss where
+    the accumulator alone is 128 registers (128x256x64: 255 registers, 0.97-1.01x against 1.01-1.04x)."""
+    return acc.num_regs <= 64
 
 
 def _row_column(ctx: Lowering, operand: SharedOperand, g: int) -> ir.Value:

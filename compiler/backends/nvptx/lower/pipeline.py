@@ -127,7 +127,7 @@ class _Pipeline:
         enc = self.ctx.gpu.encoding(a.convert.result)
         for op in self.body.ops:
             if op.name == "dot" and isinstance(enc, MmaOperand) and any(v is a.convert.result for v in op.operands[:2]):
-                return split_addresses(self.ctx.layout(op.result), enc.parent.warps_per_cta)
+                return split_addresses(self.ctx.layout(op.result))
         return False
 
     def slot_base(self, i: int, slot: ir.Value) -> ir.Value:
