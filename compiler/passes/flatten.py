@@ -18,18 +18,19 @@ next tile's operands while the current tile's last products and epilogue run:
                                                 else:
                                                     the loop nest as written
 
-Measured on an H200 with tutorial 09's persistent kernel (benchmarks/gpu.py, persistent_matmul_TFLOPs,
-both compilers flattening): 0.96-0.99x Triton at 128x256x64 with 3 stages, 0.75-0.82x at 128x128x64,
-where the loop as written ran 0.95-0.97x Triton's loop as written: flattening does not pay for despina
-at 128x128 yet.
+The outer induction variable and the inner step's index are carried (not divided out of the flat index).
+So are the scalars of `pre` that the inner loop reads (a tile's coordinates, from divisions in tutorial
+09's grouped order): an `if` computes them for the next tile on a tile's last K step alone, which the
+pipeline evaluates S-1 iterations ahead with the loads they feed, and the epilogue computes `pre` again for
+itself. Where the inner loop reads a tile of `pre` (a pointer kernel's offsets), or `pre` reads the outer
+loop's carried values, `pre` runs every iteration instead.
 
-The outer induction variable and the inner step's index are carried (not divided out of the flat index),
-and the epilogue computes `pre` again for itself, so that the iteration's own `pre` feeds only the loads,
-which the pipeline evaluates S-1 iterations ahead (in the one thread that issues TMA's copies, when it is
-only their coordinates: `lower/pipeline.py`).
+Measured on an H200 with tutorial 09's persistent kernel (benchmarks/gpu.py, persistent_matmul_TFLOPs):
+with `pre` run every K step, its two integer divisions sat in the one thread that issues TMA's copies
+(`lower/pipeline.py`), on the path to every iteration's copies and CTA barrier, and the kernel ran
+0.75-0.82x Triton at 128x128x64 (0.96-0.99x at 128x256x64).
 
-`pre` (the ops before the inner loop) runs every iteration, so it may hold only pure arithmetic:
-no loads, no nested regions; the inner loop's bounds come from outside the nest and its steps and the
+`pre` (the ops before the inner loop) may hold only pure arithmetic: no loads, no nested regions; the inner loop's bounds come from outside the nest and its steps and the
 outer one's are positive constants; neither loop is unrolled. The fused loop is pipelined over the
 inner loop's `num_stages` when it gives one, else the outer's. A nest that does not fit stays as written, and its loop's
 `flattened` attribute says why (the GPU IR shows it). This runs on the backend's copy of the kernel
@@ -105,6 +106,33 @@ def why_not(loop: Op) -> str | None:
     return None
 
 
+def _feeding(ops: list[Op], roots: list[Value]) -> list[Op]:
+    """The ops of `ops` (a block's, in order) that compute `roots`."""
+    made = {r: op for op in ops for r in op.results}
+    need: set[Op] = set()
+    work = list(roots)
+    while work:
+        op = made.get(work.pop())
+        if op is not None and op not in need:
+            need.add(op)
+            work.extend(op.operands)
+    return [op for op in ops if op in need]
+
+
+def _tile_values(loop: Op, pre: list[Op], inner: Op) -> list[Value] | None:
+    """The values of `pre` that the inner loop's body reads, to be carried from one tile to the next; None
+    where one is a tile or `pre` reads the outer loop's carried values (then `pre` runs every iteration)."""
+    made = {r for op in pre for r in op.results}
+    read: list[Value] = []
+    for op in inner.regions[0].walk():
+        read += [v for v in op.operands if v in made and v not in read]
+    outer = set(loop.regions[0].args[1:])
+    if any(isinstance(v.type, TileType) for v in read) or any(
+            v in outer for op in _feeding(pre, read) for v in op.operands):
+        return None
+    return read
+
+
 def _flatten(loop: Op) -> tuple[list[Op], list[Value]]:
     body = loop.regions[0]
     at = next(i for i, op in enumerate(body.ops) if op.regions)
@@ -128,17 +156,21 @@ def _flatten(loop: Op) -> tuple[list[Op], list[Value]]:
     out += [clone_op(op, first) for op in pre]
     inits = [*loop.operands[3:], *(first.get(v, v) for v in inner.operands[3:])]
     zero = emit.const(0, ty)
+    carry = _tile_values(loop, pre, inner)
 
     # The outer induction variable t and the inner step's index ki are carried (ki wraps at n_k, when t
-    # steps), not divided out of the flattened index every iteration.
-    flat = Block([ty, *(v.type for v in inits), ty, ty],
-                 ["j", *(a.hint for a in body.args[1:]), *(a.hint for a in ibody.args[1:]), "t", "ki"])
+    # steps), not divided out of the flattened index every iteration; so is a tile's part of `pre`.
+    flat = Block([ty, *(v.type for v in inits), *(v.type for v in carry or []), ty, ty],
+                 ["j", *(a.hint for a in body.args[1:]), *(a.hint for a in ibody.args[1:]),
+                  *(v.hint for v in carry or []), "t", "ki"])
     e = Emitter(flat.ops, loop.loc)
-    outer_args, inner_args = flat.args[1 : 1 + n_outer], flat.args[1 + n_outer : -2]
+    outer_args, inner_args = flat.args[1 : 1 + n_outer], flat.args[1 + n_outer : 1 + n_outer + n_inner]
+    tile_args = flat.args[1 + n_outer + n_inner : -2]
     t, ki = flat.args[-2:]
     k = e.op("add", klo, e.op("mul", ki, kstep))
     mapping: Subst = {body.args[0]: t, **dict(zip(body.args[1:], outer_args))}
-    flat.ops += [clone_op(op, mapping) for op in pre]
+    flat.ops += [clone_op(op, mapping) for op in (pre if carry is None else _feeding(pre, list(inner.operands[3:])))]
+    mapping.update(zip(carry or [], tile_args))
     starts = e.op("cmp", ki, e.const(0, ty), pred="eq")
     entering = []
     for init, arg in zip(inner.operands[3:], inner_args):
@@ -163,13 +195,27 @@ def _flatten(loop: Op) -> tuple[list[Op], list[Value]]:
     other.ops.append(Op("yield", [*outer_args, *done], [], {}, (), yields.loc))
     epilogue = Op("if", [ends], [v.type for v in inits], {}, (then, other), loop.loc)
     flat.ops.append(epilogue)
-    next_t = e.op("select", ends, e.op("add", t, step), t)
+    stepped = e.op("add", t, step)
+    next_t = e.op("select", ends, stepped, t)
     next_ki = e.op("select", ends, zero, e.op("add", ki, e.const(1, ty)))
-    flat.ops.append(Op("yield", [*epilogue.results, next_t, next_ki], [], {}, (), yields.loc))
+    next_tile: list[Value] = []
+    if carry:  # the next tile's values of `pre`, on a tile's last K step alone
+        ahead = Block()
+        amap: Subst = {body.args[0]: stepped}
+        ahead.ops += [clone_op(op, amap) for op in _feeding(pre, carry)]
+        ahead.ops.append(Op("yield", [amap[v] for v in carry], [], {}, (), loop.loc))
+        stay = Block()
+        stay.ops.append(Op("yield", list(tile_args), [], {}, (), loop.loc))
+        advance = Op("if", [ends], [v.type for v in carry], {}, (ahead, stay), loop.loc)
+        flat.ops.append(advance)
+        next_tile = list(advance.results)
+    flat.ops.append(Op("yield", [*epilogue.results, *next_tile, next_t, next_ki], [], {}, (), yields.loc))
     attrs = {k: v for k, v in loop.attrs.items() if k not in (ATTR, RESULT)}
     if inner.attrs.get("num_stages") is not None:  # the pipeline the inner loop asked for is the fused loop's
         attrs["num_stages"] = inner.attrs["num_stages"]
-    fused = Op("for", [zero, total, emit.const(1, ty), *inits, lo, zero], [*(v.type for v in inits), ty, ty],
+    tiles = [first[v] for v in carry or []]
+    fused = Op("for", [zero, total, emit.const(1, ty), *inits, *tiles, lo, zero],
+               [*(v.type for v in inits), *(v.type for v in tiles), ty, ty],
                {**attrs, RESULT: f"yes: {n_inner} values of the inner loop carried, its bounds outside the nest"},
                [flat], loop.loc)
     nest = Op("for", list(loop.operands), [r.type for r in loop.results], {**attrs, RESULT: "no: its inner loop runs no "

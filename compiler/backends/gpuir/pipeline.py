@@ -15,8 +15,9 @@ loop's `pipeline` attribute and each load's `async_copy` attribute say what the 
 (`print_gpuir` shows them), and `GpuFunction.pipelines` holds the plan the lowering follows. The
 ops that compute a pipelined load's pointers and mask (its *ahead slice*: address arithmetic,
 masks, the loop-carried pointers and their increments) must be pure and at the top level of the
-body; the lowering evaluates them for iteration `i + num_stages - 1` in the prologue and in each
-iteration, on loop-carried copies of the values they carry.
+body, or in an `if` of such ops that gives scalars (a flattened nest's next tile); the lowering
+evaluates them for iteration `i + num_stages - 1` in the prologue and in each iteration, on
+loop-carried copies of the values they carry.
 
 The number of stages is the loop's own (`tl.range(..., num_stages=n)`), else the kernel's
 `num_stages` option; 1 turns pipelining off.
@@ -231,7 +232,7 @@ def _async_load(gpu: GpuFunction, op: Op, users: dict[Value, list[Op]]) -> Async
 
 def _ahead_slice(body: Block, roots: list[Value]) -> tuple[set[Op], set[int]] | None:
     """The body ops that compute `roots`, and the carried arguments (indices) they read, closed
-    over the back edge; None when an op among them cannot run ahead (not pure, or nested)."""
+    over the back edge; None when an op among them cannot run ahead (`_can_run_ahead`)."""
     top = set(body.ops)
     yields = body.terminator
     assert yields is not None
@@ -248,12 +249,22 @@ def _ahead_slice(body: Block, roots: list[Value]) -> tuple[set[Op], set[int]] | 
             continue
         if not isinstance(owner, Op) or owner not in top or owner in ops:
             continue  # defined outside the loop, or already taken
-        pure = not gpu_opdef(owner.name).side_effects
-        if owner.regions or owner.name in _NOT_AHEAD or not pure:
+        if not _can_run_ahead(owner):
             return None
         ops.add(owner)
-        work.extend(owner.operands)
+        work.extend(v for o in [owner, *(o for r in owner.regions for o in r.walk())] for v in o.operands)
     return ops, carried
+
+
+def _can_run_ahead(op: Op) -> bool:
+    """Pure and not a load or dot; an `if` of such ops giving scalars (a flattened nest's next tile's
+    coordinates: `passes/flatten.py`)."""
+    if op.name in _NOT_AHEAD or gpu_opdef(op.name).side_effects:
+        return False
+    if not op.regions:
+        return True
+    return op.name == "if" and not any(isinstance(r.type, TileType) for r in op.results) and all(
+        o.name == "yield" or (not o.regions and _can_run_ahead(o)) for r in op.regions for o in r.ops)
 
 
 def _current(body: Block, loop: Op, ahead: set[Op], carried: set[int], skip: set[Op], users: dict[Value, list[Op]]) -> set[Op]:

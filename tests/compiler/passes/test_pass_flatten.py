@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 from descriptor_kernels import persistent_rowsum, persistent_scaled
 
+import despina
+import despina.language as tl
 from despina.compiler.interpreter import run_kernel
 from despina.compiler.ir.core import Module
 from despina.compiler.passes.flatten import flatten_loops
@@ -24,6 +26,30 @@ def module_of(fn: Any, args: tuple[Any, ...], consts: dict[str, Any]) -> Module:
 
 def loops(module: Module) -> list[dict[str, Any]]:
     return [op.attrs for op in module.kernel.walk() if op.name == "for"]
+
+
+@despina.jit
+def grouped_rowsums(x_ptr, out_ptr, R, C, W: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr, GROUP: tl.constexpr,
+                    PROGRAMS: tl.constexpr):
+    """out[r, n] = the sum of x[r, n * W : (n + 1) * W], a BR x W tile at a time over tiles taken in tutorial 09's
+    grouped order (a tile's coordinates by divisions, before the inner loop), the inner loop over the tile's
+    columns BC at a time."""
+    num_pid_m = tl.cdiv(R, BR)
+    num_pid_n = tl.cdiv(C, W)
+    in_group = GROUP * num_pid_n
+    for tile in tl.range(tl.program_id(0), num_pid_m * num_pid_n, PROGRAMS, flatten=True):
+        first_m = tile // in_group * GROUP
+        size_m = tl.minimum(num_pid_m - first_m, GROUP)
+        pid_m = first_m + tile % in_group % size_m
+        pid_n = tile % in_group // size_m
+        acc = tl.zeros((BR,), tl.float32)
+        for k in range(0, W, BC):
+            rows = pid_m * BR + tl.arange(0, BR)
+            cols = pid_n * W + k + tl.arange(0, BC)
+            acc += tl.sum(tl.load(x_ptr + rows[:, None] * C + cols[None, :],
+                                  mask=(rows[:, None] < R) & (cols[None, :] < C), other=0.0), axis=1)
+        rows = pid_m * BR + tl.arange(0, BR)
+        tl.store(out_ptr + rows * num_pid_n + pid_n, acc, mask=rows < R)
 
 
 @pytest.mark.parametrize("rows,cols,programs", [(50, 37, 3), (64, 32, 2), (50, 0, 3), (8, 20, 5), (0, 20, 2)])
@@ -68,3 +94,29 @@ def test_the_fused_loop_takes_the_inner_loop_s_stages_and_an_unrolled_nest_stays
     unrolled = module_of(persistent_rowsum, args, {"BR": 8, "BC": 16, "PROGRAMS": 2, "UNROLL": 2})
     flatten_loops(unrolled.kernel)
     assert loops(unrolled)[0]["flattened"] == "no: a loop of the nest is unrolled (loop_unroll_factor)"
+
+
+@pytest.mark.parametrize("rows,cols,programs", [(50, 70, 3), (64, 64, 2), (8, 100, 7), (0, 20, 2), (40, 16, 40)])
+def test_a_tile_s_coordinates_are_carried_and_computed_once_a_tile(rows: int, cols: int, programs: int) -> None:
+    """The scalars of `pre` that the inner loop reads (a tile's coordinates, by divisions) are carried: an `if`
+    on a tile's last step computes the next tile's, and no division is left at the fused loop's top level.
+    Before, they ran every step, in the thread that issues TMA's copies (0.75-0.82x Triton at 128x128x64)."""
+    rng = np.random.default_rng(rows * 100 + cols)
+    x = rng.integers(-4, 5, (max(rows, 1), cols)).astype(np.float32)
+    consts = {"W": 32, "BR": 8, "BC": 16, "GROUP": 3, "PROGRAMS": programs}
+    n_tiles = -(-cols // 32)
+    module = module_of(grouped_rowsums, (x, x, rows, cols), consts)
+    flat = copy.deepcopy(module)
+    flatten_loops(flat.kernel)
+    fused = next(op for op in flat.kernel.walk() if op.name == "for" and op.attrs.get("flattened", "").startswith("yes"))
+    top = [op.name for op in fused.regions[0].ops]
+    assert "floordiv" not in top and "rem" not in top and top.count("if") == 2  # the epilogue, the next tile
+    assert len(fused.regions[0].args) == 1 + 1 + 2 + 2  # j, the accumulator, (pid_m, pid_n), t and ki
+    results = []
+    for m in (module, flat):
+        out = np.full(max(rows, 1) * n_tiles + 8, -1.0, np.float32)
+        run_kernel(m, grid=(programs, 1, 1), args=[x, out, rows, cols])
+        results.append(out)
+    np.testing.assert_array_equal(results[0], results[1])
+    want = np.stack([x[:rows, n * 32 : (n + 1) * 32].sum(axis=1) for n in range(n_tiles)], axis=1).reshape(-1)
+    np.testing.assert_array_equal(results[1][: rows * n_tiles], want)
