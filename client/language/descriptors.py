@@ -2,12 +2,12 @@
 tensor in global memory, by offsets.
 
 A descriptor is a value of the language, not of the IR, like a block pointer (`block_ptr.py`).
-`desc.load(offsets)` is one op, `descriptor_load`, which the NVPTX backend copies with the tensor
-memory accelerator (TMA) where it can, and otherwise expands to the load of the block pointer at
-`offsets` with every dimension checked against `shape` (`passes/descriptors.py`; elements outside read
-as the padding, 0 by default). `desc.store(offsets, tile)` is the block pointer's store, which writes
-only the elements inside `shape`. The last stride is 1 (Triton
-requires it, for TMA), so the last dimension is contiguous. A host `TensorDescriptor`
+`desc.load(offsets)` is one op, `descriptor_load`, and `desc.store(offsets, tile)` one op,
+`descriptor_store`, which the NVPTX backend carries out with the tensor memory accelerator (TMA) where
+it can, and otherwise expands to the load or store of the block pointer at `offsets` with every
+dimension checked against `shape` (`passes/descriptors.py`): elements outside read as the padding, 0
+by default, and are not written. The last stride is 1 (Triton requires it, for TMA), so the last
+dimension is contiguous. A host `TensorDescriptor`
 (`despina.tools.tensor_descriptor`) passed to a kernel arrives as its base pointer, shape and strides
 (`DescriptorArg` names them) and is rebuilt here as the same object.
 
@@ -24,7 +24,7 @@ from despina.compiler.ir import types as _t
 from despina.compiler.ir.ops import CACHE_MODIFIERS, EVICTION_POLICIES
 
 from . import memory
-from .block_ptr import PADDING_OPTIONS, block_dims, block_ptr, scalars
+from .block_ptr import PADDING_OPTIONS, block_dims, scalars
 from .core import builder, builtin, tensor, unwrap
 from .semantic import cast, to_tensor
 from .shape import MAX_TILE_NUMEL
@@ -69,10 +69,6 @@ class tensor_descriptor:
                              f"got {len(items)}")
         return scalars(items, rank, "offsets", _t.int32, fn)
 
-    def _at(self, offsets: Any, fn: str) -> block_ptr:
-        order = tuple(reversed(range(len(self.block_shape))))
-        return block_ptr(self.base, self.shape, self.strides, self._offsets(offsets, fn), self.block_shape, order)
-
     @builtin
     def load(self, offsets: Any, cache_modifier: Any = "", eviction_policy: Any = "") -> tensor:
         """The `block_shape` tile at `offsets` (one per dimension); elements outside `shape` read as the
@@ -92,8 +88,9 @@ class tensor_descriptor:
         if shape != self.block_shape:
             raise ValueError(f"desc.store: the value's shape {list(shape)} is not the descriptor's block_shape "
                              f"{list(self.block_shape)}; store a tile of exactly that shape")
-        bp = self._at(offsets, "desc.store")
-        memory.store(bp, v, boundary_check=tuple(range(len(self.block_shape))))
+        operands = [self.base, *self.shape, *self.strides[:-1], *self._offsets(offsets, "desc.store"),
+                    cast(v, self.dtype)]
+        builder().create("descriptor_store", [o.handle for o in operands], {})
 
 
 @builtin

@@ -251,7 +251,26 @@ def load(st: State, op: Op) -> list[Val]:
 def descriptor_load(st: State, op: Op) -> list[Val]:
     """The block at the offsets, as `passes/descriptors.py` expands it: every dimension checked against
     the shape, the elements outside read as the padding."""
-    block = tuple(op.attrs["shape"])
+    ety = elem_of(op.result.type)
+    ptr, mask = _block(st, op, tuple(op.attrs["shape"]), ety)
+    fill = np.full((1,) * mask.ndim, np.nan if op.attrs["padding"] == "nan" else 0, np_dtype(ety))
+    return [_load(st, op, ptr, mask, fill)]
+
+
+@rule("descriptor_store", writes_memory=True)
+def descriptor_store(st: State, op: Op) -> list[Val]:
+    """The value written at the offsets, as `passes/descriptors.py` expands it: only its elements inside
+    the shape."""
+    value = op.operands[-1]
+    ety = elem_of(value.type)
+    ptr, mask = _block(st, op, shape_of(value.type), ety)
+    _store(st, op, ptr, st.get(value), mask, ety, shape_of(value.type))
+    return []
+
+
+def _block(st: State, op: Op, block: tuple[int, ...], ety: ElemType) -> tuple[Ptr, np.ndarray]:
+    """The pointers and the mask (inside the shape) of the block a descriptor op addresses, with a leading
+    dimension of programs: its operands are base, shape, strides but the last, offsets."""
     rank = len(block)
     ones = (1,) * rank
 
@@ -267,14 +286,11 @@ def descriptor_load(st: State, op: Op) -> list[Val]:
         mask = mask & (index >= 0) & (wide < per_program(1 + d))
         offset = offset + (wide * per_program(1 + rank + d) if d < rank - 1 else wide)
     base = st.raw(op.operands[0])
-    ety = elem_of(op.result.type)
     itemsize = storage_dtype(ety).itemsize
     if isinstance(base, Ptr):
-        ptr = Ptr(base.base.reshape(-1, *ones), np.add(base.index.reshape(-1, *ones), offset, dtype=np.int64), itemsize)
-    else:
-        ptr = Ptr(base.reshape(-1, *ones), offset, itemsize)
-    fill = np.full((1, *ones), np.nan if op.attrs["padding"] == "nan" else 0, np_dtype(ety))
-    return [_load(st, op, ptr, mask, fill)]
+        return Ptr(base.base.reshape(-1, *ones), np.add(base.index.reshape(-1, *ones), offset, dtype=np.int64),
+                   itemsize), mask
+    return Ptr(base.reshape(-1, *ones), offset, itemsize), mask
 
 
 def _load(st: State, op: Op, ptr: Val, mask: np.ndarray | None, other: np.ndarray | None) -> Val:
@@ -304,12 +320,16 @@ def _load(st: State, op: Op, ptr: Val, mask: np.ndarray | None, other: np.ndarra
 
 @rule("store", writes_memory=True)
 def store(st: State, op: Op) -> list[Val]:
-    ptr = st.raw(op.operands[0])
-    value = st.get(op.operands[1])
     mask = st.get(op.operands[2]) if len(op.operands) > 2 else None
-    ety = elem_of(op.operands[1].type)
+    value = op.operands[1]
+    _store(st, op, st.raw(op.operands[0]), st.get(value), mask, elem_of(value.type), shape_of(value.type))
+    return []
+
+
+def _store(st: State, op: Op, ptr: Val, value: np.ndarray, mask: np.ndarray | None, ety: ElemType,
+           block: tuple[int, ...]) -> None:
     rows = max(lead(ptr), value.shape[0], lead(mask), 1 if st.active is None else st.nprog)
-    shape = (rows,) + shape_of(op.operands[1].type)
+    shape = (rows,) + block
     m = effective_mask(st, mask, len(shape))
     parts = resolve(st, op, ptr, m, ety, shape)
     raw = to_storage(value, ety)
@@ -327,10 +347,9 @@ def store(st: State, op: Op) -> list[Val]:
             at = np.broadcast_to(idx, both)
             memory.will_write(view, at)
             view[at] = np.broadcast_to(raw, both)
-        return []
+        return
     full = np.broadcast_to(raw, shape)
     for part in parts:
         view = part.buf.view(sdt)
         memory.will_write(view, part.idx)
         view[part.idx] = full[part.sel]
-    return []

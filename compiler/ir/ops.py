@@ -387,25 +387,46 @@ def _store(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Typ
     return []
 
 
+def _descriptor_block(name: str, t: Sequence[Type], rank: int, value: str = "") -> ScalarType:
+    """The element type of the tensor whose rank-`rank` block op `name` addresses: `t` is its base, shape
+    (one per dimension), strides (one per dimension but the last, which is 1) and offsets (one per
+    dimension), then `value` (a store's) when named."""
+    want = 3 * rank + bool(value)
+    if len(t) != want:
+        raise IRError(f"'{name}' of a rank-{rank} block takes {want} operands (base, {rank} shape, {rank - 1} "
+                      f"strides, {rank} offsets{', ' + value if value else ''}), got {len(t)}")
+    base = t[0]
+    if not isinstance(base, PointerType) or not isinstance(base.element_ty, ScalarType):
+        raise IRError(f"'{name}' base must be a pointer to scalars, got {base}")
+    for what, types, want_ty in (("shape", t[1 : 1 + rank], int64), ("strides", t[1 + rank : 2 * rank], int64),
+                                 ("offsets", t[2 * rank : 3 * rank], int32)):
+        if any(x != want_ty for x in types):
+            raise IRError(f"'{name}' {what} must be {want_ty} scalars, got {', '.join(map(str, types))}")
+    return base.element_ty
+
+
 def _descriptor_load(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
     """The `block_shape` tile at `offsets` of the tensor at `base` with `shape` and `strides` (in
     elements; the last stride is 1 and not an operand): operands base, shape (one per dimension),
     strides (one per dimension but the last), offsets (one per dimension)."""
     block = _shape_attr(a)
-    rank = len(block)
-    if len(t) != 3 * rank:
-        raise IRError(f"'descriptor_load' of a rank-{rank} block takes {3 * rank} operands (base, {rank} shape, "
-                      f"{rank - 1} strides, {rank} offsets), got {len(t)}")
-    base = t[0]
-    if not isinstance(base, PointerType) or not isinstance(base.element_ty, ScalarType):
-        raise IRError(f"'descriptor_load' base must be a pointer to scalars, got {base}")
-    for what, types, want in (("shape", t[1 : 1 + rank], int64), ("strides", t[1 + rank : 2 * rank], int64),
-                              ("offsets", t[2 * rank :], int32)):
-        if any(x != want for x in types):
-            raise IRError(f"'descriptor_load' {what} must be {want} scalars, got {', '.join(map(str, types))}")
-    if a.get("padding") == "nan" and not base.element_ty.is_floating():
-        raise IRError(f"'descriptor_load' padding 'nan' needs floating-point elements, got {base.element_ty}")
-    return [TileType(block, base.element_ty)]
+    elem = _descriptor_block("descriptor_load", t, len(block))
+    if a.get("padding") == "nan" and not elem.is_floating():
+        raise IRError(f"'descriptor_load' padding 'nan' needs floating-point elements, got {elem}")
+    return [TileType(block, elem)]
+
+
+def _descriptor_store(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type]:
+    """Write the tile `value` at `offsets` of the tensor at `base` with `shape` and `strides`, but not its
+    elements outside `shape`: operands as `descriptor_load`'s, then the value, a tile of the tensor's
+    element type whose shape is the block's."""
+    value = t[-1] if t else None
+    if not isinstance(value, TileType):
+        raise IRError(f"'descriptor_store' value (its last operand) must be a tile, got {value or 'no operands'}")
+    elem = _descriptor_block("descriptor_store", t, len(value.shape), "1 value")
+    if value.element_ty != elem:
+        raise IRError(f"'descriptor_store' value must be a tile of {elem}, the base's elements, got {value}")
+    return []
 
 
 DESCRIPTOR_PADDINGS = ("zero", "nan")
@@ -445,6 +466,7 @@ _define("load", _load, {**_CACHING, "volatile": optional("bool")}, side_effects=
 _define("store", _store, _CACHING, side_effects=True)
 _define("descriptor_load", _descriptor_load,
         {"shape": required("ints"), "padding": enum(*DESCRIPTOR_PADDINGS, required=True), **_CACHING}, side_effects=False)
+_define("descriptor_store", _descriptor_store, side_effects=True)
 _define("atomic_rmw", _atomic_rmw, {"kind": enum(*ATOMIC_KINDS, required=True), **_ORDERING}, side_effects=True)
 _define("atomic_cas", _atomic_cas, _ORDERING, side_effects=True)
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from ...ir.core import Block, Function, Module, Op, Value
 from ...ir.registry import OpRegistry
 from ...ir.types import PointerType, TileType, elem_of, shape_of
-from ...passes.descriptors import expand_descriptor_loads
+from ...passes.descriptors import expand_descriptors
 from ...passes.flatten import flatten_loops
 from ...passes.rewrite import Subst, clone_function, replace_results, rewrite_block
 from ...passes.unroll import unroll_loops
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 RULES: OpRegistry[Callable[[_Assigner, Op], None]] = OpRegistry("layout assignment")
 RULES.builtin("terminators: the op that owns the region relates what they carry", "yield", "condition", "return")
 RULES.unsupported("calls must be inlined before code generation (run passes.inline)", "call")
+RULES.unsupported("expanded to a masked store before layout assignment (passes/descriptors.py)", "descriptor_store")
 
 Term = tuple[str, int, int]  # ("slice", axis, parent class) or ("dot", operand index, result class)
 
@@ -472,12 +473,13 @@ def _numel(shape: tuple[int, ...]) -> int:
 def assign_layouts(module: Module, num_warps: int, has_wgmma: bool = False) -> GpuFunction:
     """The GPU IR of `module`'s kernel for `num_warps` warps (the module is not modified); with
     `has_wgmma` (an sm_90a target) the dots that fit run on wgmma, and the descriptor loads that TMA
-    copies (`tma.py`) stay; the other descriptor loads become masked loads first."""
+    copies (`tma.py`) stay; the other descriptor loads, and every descriptor store, become masked loads
+    and stores first."""
     log2(num_warps)
     fn = flatten_loops(clone_function(module.kernel))
     if has_wgmma:
         plan_tensor_maps(fn, module.attrs, num_warps)
-    expand_descriptor_loads(Module([fn], module.attrs), keep=lambda op: isinstance(op.attrs.get("tma"), int))
+    expand_descriptors(Module([fn], module.attrs), keep=lambda op: isinstance(op.attrs.get("tma"), int))
     fn = unroll_loops(fn)
     accumulate_dot_adds(fn)
     upcast_fp8_dots(fn, num_warps, has_wgmma)

@@ -68,7 +68,7 @@ RULES.builtin("`AxisAnalysis.op` walks their regions and joins what init and yie
 RULES.builtin("`AxisAnalysis.op` walks their regions for the hints inside (results: unknown)", "while", "reduce", "scan")
 RULES.builtin("terminators: read by the op that owns the region", "yield", "condition", "return")
 RULES.builtin("`AxisAnalysis._assume` reads the divisibility its condition states", "assume")
-RULES.builtin("no results to describe", "store", "local_store", "barrier", "device_print", "device_assert")
+RULES.builtin("no results to describe", "store", "descriptor_store", "local_store", "barrier", "device_print", "device_assert")
 RULES.unsupported("float results: the facts describe integers and pointers (unknown)", "exp", "exp2", "log", "log2",
                   "sqrt", "sqrt_rn", "rsqrt", "sin", "cos", "erf", "floor", "ceil", "div", "div_rn", "fdiv", "pow", "fma")
 RULES.unsupported("values read from memory: no facts (unknown)", "load", "descriptor_load", "atomic_rmw", "atomic_cas")

@@ -520,3 +520,30 @@ def test_nan_padding_needs_floats() -> None:
         b.block.ops.append(Op("descriptor_load", [base, *(const(b, 8, int64),) * 3, *(const(b, 0, int32),) * 2],
                               [TileType((8, 16), int32)], {"shape": [8, 16], "padding": "nan"}))
     fails(kernel(build), "padding 'nan' needs floating-point elements, got int32")
+
+
+def _descriptor_store(value: Callable[[Builder], Value], scalars: Callable[[Builder], list[Value]] | None = None,
+                      attrs: dict[str, Any] | None = None) -> Module:
+    """A kernel storing `value` through a descriptor of a1 (fp32) with `scalars` (shape, strides, offsets) of a
+    2-D block by default."""
+    def build(b: Builder, a: list[Value]) -> None:
+        parts = scalars(b) if scalars else [*(const(b, 8, int64),) * 3, *(const(b, 0, int32),) * 2]
+        b.block.ops.append(Op("descriptor_store", [a[0], *parts, value(b)], [], attrs or {}))
+    return kernel(build)
+
+
+def _tile(ty: Type) -> Callable[[Builder], Value]:
+    return lambda b: b.constant(0, ty)
+
+
+def test_descriptor_store() -> None:
+    verify(_descriptor_store(_tile(TileType((8, 16), float32))))
+    verify(_descriptor_store(_tile(TileType((32,), float32)), lambda b: [const(b, 8, int64), const(b, 0, int32)]))
+    fails(_descriptor_store(_tile(TileType((8, 16), int32))), "value must be a tile of fp32, the base's elements")
+    fails(_descriptor_store(lambda b: const(b, 0, float32)), "value (its last operand) must be a tile, got fp32")
+    fails(_descriptor_store(_tile(TileType((2, 8, 16), float32))),
+          "a rank-3 block takes 10 operands (base, 3 shape, 2 strides, 3 offsets, 1 value), got 7")
+    fails(_descriptor_store(_tile(TileType((8, 16), float32)),
+                            lambda b: [*(const(b, 8, int64),) * 3, *(const(b, 0, int64),) * 2]),
+          "'descriptor_store' offsets must be int32 scalars")
+    fails(_descriptor_store(_tile(TileType((8, 16), float32)), attrs={"cache": ".cg"}), "unknown attribute 'cache'")

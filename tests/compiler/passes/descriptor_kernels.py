@@ -54,3 +54,18 @@ def persistent_scaled(x_ptr, scale_ptr, out_ptr, R, C, BR: tl.constexpr, BC: tl.
             acc += tl.sum(tl.load(x_ptr + rows[:, None] * C + cols[None, :],
                                   mask=(rows[:, None] < R) & (cols[None, :] < C), other=0.0), axis=1)
         tl.store(out_ptr + rows, acc * scale, mask=rows < R)
+
+
+@despina.jit
+def store_2d(x_ptr, R, C, S, OFF_R, OFF_C, BR: tl.constexpr, BC: tl.constexpr):
+    """Each program writes its block's row-major indices (1, 2, ...) at (OFF_R + pid * BR, OFF_C)."""
+    desc = tl.make_tensor_descriptor(x_ptr, [R, C], [S, 1], [BR, BC])
+    tile = 1 + tl.program_id(0) * BR * BC + tl.arange(0, BR)[:, None] * BC + tl.arange(0, BC)[None, :]
+    desc.store([OFF_R + tl.program_id(0) * BR, OFF_C], tile)
+
+
+@despina.jit
+def store_3d(x_ptr, D0, D1, D2, O0, O1, O2, B0: tl.constexpr, B1: tl.constexpr, B2: tl.constexpr):
+    desc = tl.make_tensor_descriptor(x_ptr, [D0, D1, D2], [D1 * D2, D2, 1], [B0, B1, B2])
+    i = tl.arange(0, B0)[:, None, None] * (B1 * B2) + tl.arange(0, B1)[None, :, None] * B2 + tl.arange(0, B2)[None, None, :]
+    desc.store([O0, O1, O2], i + 1)

@@ -24,11 +24,13 @@ from ...gpuir.tma import atom_columns, shared_layout
 from . import mbarrier
 from .context import Lowering
 from .ldmatrix import load_swizzled
-from .registry import Regs, lowering
+from .registry import RULES, Regs, lowering
 from .types import const, i1, i8, i32, i64, void
 from .wgmma import align_smem
 
 BARRIER_BYTES = 8
+
+RULES.unsupported("expanded to a masked store before layout assignment (passes/descriptors.py)", "descriptor_store")
 
 
 def block_bytes(op: Op) -> int:
