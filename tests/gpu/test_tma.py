@@ -1,9 +1,12 @@
-"""Tensor-descriptor loads copied by TMA on a compute-capability-9.0 device (sm_90a): matmuls whose
-operands come through host `TensorDescriptor`s and through `tl.make_tensor_descriptor` of the kernel's
-arguments, against torch, over ragged shapes (TMA fills the out-of-bounds part of a box with zeros),
-16-bit and fp8 operands (and tf32, whose mma.sync dots read masked loads instead), B read as [K, N] or as [N, K] through `tl.trans`, 32-, 64- and 128-byte
-swizzles and several atoms a row, 1 (copied outside a pipeline, then read into registers through
-the swizzle model) to 4 stages; index-valued tiles read exactly; the same kernel run by the daemon."""
+"""Tensor-descriptor loads copied and stores stored by TMA on a compute-capability-9.0 device (sm_90a):
+matmuls whose operands come through host `TensorDescriptor`s and through `tl.make_tensor_descriptor` of the
+kernel's arguments, against torch, over ragged shapes (TMA fills the out-of-bounds part of a box with
+zeros), 16-bit and fp8 operands (and tf32, whose mma.sync dots read masked loads instead), B read as [K, N]
+or as [N, K] through `tl.trans`, 32-, 64- and 128-byte swizzles and several atoms a row, 1 (copied outside a
+pipeline, then read into registers through the swizzle model) to 4 stages; index-valued tiles read exactly;
+index-valued tiles stored exactly by TMA stores (through the swizzle model, 1-D and 2-D, at ragged edges and
+out of bounds, nothing written outside the tensor); matmuls whose epilogue is a TMA store (fp16, bf16 and
+fp32 C, ragged M and N) against torch; the same kernel run by the daemon."""
 
 from __future__ import annotations
 
@@ -212,3 +215,133 @@ def test_persistent_descriptor_matmul_matches_torch(hopper: Any, tmp_path: Path,
                                                                   GROUP_SIZE_M=8, NUM_SMS=min(programs, tiles),
                                                                   num_warps=8, num_stages=3)
     torch.testing.assert_close(c.double(), (a.double() @ b.double().T).half().double(), rtol=1e-2, atol=5e-2)
+
+
+# ---- TMA stores ----------------------------------------------------------------------------------
+
+
+@despina.jit
+def store_index_tile(desc, OFF_R, OFF_C, BR: tl.constexpr, BC: tl.constexpr, MOD: tl.constexpr):
+    """Program p writes the block of values (p * BR * BC + its row-major index) % MOD at (OFF_R + p * BR, OFF_C)."""
+    pid = tl.program_id(0)
+    tile = pid * (BR * BC) + tl.arange(0, BR)[:, None] * BC + tl.arange(0, BC)[None, :]
+    desc.store([OFF_R + pid * BR, OFF_C], (tile % MOD).to(desc.dtype))
+
+
+@despina.jit
+def store_index_row(desc, OFF, B: tl.constexpr, MOD: tl.constexpr):
+    pid = tl.program_id(0)
+    desc.store([OFF + pid * B], ((pid * B + tl.arange(0, B)) % MOD).to(desc.dtype))
+
+
+def _compiled(kernel: Any, args: tuple[Any, ...], consts: dict[str, Any], warps: int = 4, stages: int = 3) -> Any:
+    """What a launch of `kernel` with `args` compiles for sm_90a (to check that TMA stores it)."""
+    from despina.runtime import kernels
+
+    options = kernel.options({"num_warps": warps, "num_stages": stages}, interpret=False)
+    k, _ = kernels.local(kernel.ir(kernel.specialize(kernel.bind(args, consts), options), options), options, "sm_90a")
+    return k
+
+
+# (dtype, block, what the rows of a box are): 128-byte swizzle (one atom, several), 64- and 32-byte swizzles,
+# 2- and 4-byte and 1-byte elements
+STORE_CASES = [("fp16", (64, 64)), ("fp16", (64, 128)), ("fp16", (32, 32)), ("fp16", (16, 16)), ("bf16", (128, 64)),
+               ("fp32", (64, 64)), ("int8", (32, 128))]
+MODULI = {"fp16": 2039, "bf16": 251, "fp32": 1 << 20, "int8": 127}
+
+
+@pytest.mark.parametrize("at", [(0, 0), (-3, 5), (37, -6), (95, 83)])
+@pytest.mark.parametrize("dtype,block", STORE_CASES, ids=lambda c: str(c))
+def test_a_tma_store_writes_index_valued_tiles_only_inside_the_tensor(hopper: Any, dtype: str, block: tuple[int, int],
+                                                                      at: tuple[int, int]) -> None:
+    """A 100 x 90 tensor with rows of 96 elements, rows 2 .. 101 of a 104-row buffer of sentinels: programs write
+    their blocks from row at[0] on, one block past the tensor's last row, from column at[1] (negative, or past the
+    end). Every element inside the tensor that a block covers holds its index, each one else (the rows around
+    the tensor, the 6 columns past each row's end, what no block covers) keeps its sentinel."""
+    torch = hopper
+    rows, cols, stride, guard = 100, 90, 96, 2
+    tdt = getattr(torch, TORCH[dtype])
+    backing = torch.full((rows + 2 * guard, stride), -1, device="cuda", dtype=tdt)
+    view = backing[guard : guard + rows, :cols]
+    br, bc = block
+    desc = TensorDescriptor(view, [rows, cols], [stride, 1], [br, bc])
+    programs = despina.cdiv(rows - max(at[0], 0), br) + 1
+    consts = {"BR": br, "BC": bc, "MOD": MODULI[dtype]}
+    store_index_tile[(programs,)](desc, *at, **consts, num_warps=4)
+    assert len(_compiled(store_index_tile, (desc, *at), consts).metadata["tensor_maps"]) == 1
+    want = np.full((rows + 2 * guard, stride), -1, np.float64)
+    for p in range(programs):
+        for r in range(br):
+            i = at[0] + p * br + r
+            for c in range(bc):
+                j = at[1] + c
+                if 0 <= i < rows and 0 <= j < cols:
+                    want[guard + i, j] = (p * br * bc + r * bc + c) % MODULI[dtype]
+    np.testing.assert_array_equal(backing.double().cpu().numpy(), want)
+
+
+@pytest.mark.parametrize("n,block,off", [(1000, 1024, 0), (1000, 256, -40), (300, 64, 7), (4096, 512, 0)])
+def test_a_1d_tma_store_writes_only_inside_the_tensor(hopper: Any, n: int, block: int, off: int) -> None:
+    """A 1-D block (boxes of up to 256 elements) written over an fp32 tensor of n elements amid sentinels."""
+    torch = hopper
+    backing = torch.full((n + 64,), -1.0, device="cuda", dtype=torch.float32)
+    view = backing[32 : 32 + n]
+    desc = TensorDescriptor(view, [n], [1], [block])
+    programs = despina.cdiv(n - off, block) + 1
+    store_index_row[(programs,)](desc, off, B=block, MOD=1 << 20, num_warps=4)
+    assert len(_compiled(store_index_row, (desc, off), {"B": block, "MOD": 1 << 20}).metadata["tensor_maps"]) == 1
+    want = np.full(n + 64, -1.0)
+    for p in range(programs):
+        for e in range(block):
+            i = off + p * block + e
+            if 0 <= i < n:
+                want[32 + i] = (p * block + e) % (1 << 20)
+    np.testing.assert_array_equal(backing.double().cpu().numpy(), want)
+
+
+@despina.jit
+def store_matmul(a_desc, b_desc, c_desc, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """benchmarks/kernels.py's matmul_tma_kernel with C of any dtype: its epilogue a TMA store."""
+    pid_m, pid_n = tl.program_id(0), tl.program_id(1)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in range(0, K, BK):
+        acc = tl.dot(a_desc.load([pid_m * BM, k]), b_desc.load([pid_n * BN, k]).T, acc)
+    c_desc.store([pid_m * BM, pid_n * BN], acc.to(c_desc.dtype))
+
+
+# C's dtype, (M, N, K), (BM, BN, BK), warps, stages
+STORE_MATMULS = [
+    ("fp16", (256, 256, 256), (128, 128, 64), 8, 3),
+    ("fp16", (200, 136, 208), (128, 128, 64), 8, 3),
+    ("bf16", (300, 520, 144), (128, 256, 64), 8, 3),
+    ("fp32", (130, 200, 112), (128, 128, 64), 8, 3),
+    ("fp32", (256, 96, 64), (128, 64, 64), 4, 2),
+    ("fp16", (72, 40, 48), (64, 64, 32), 4, 3),
+    ("fp16", (256, 256, 256), (128, 128, 64), 8, 1),
+]
+
+
+@pytest.mark.parametrize("case", STORE_MATMULS, ids=lambda c: f"{c[0]}-{'x'.join(map(str, c[1]))}-"
+                         f"b{'x'.join(map(str, c[2]))}-w{c[3]}-s{c[4]}")
+def test_a_matmul_stores_its_result_with_tma(hopper: Any, case: tuple[Any, ...]) -> None:
+    """C = A @ B^T (fp16 A and B) through host descriptors, C a view with a guard of sentinels around it
+    (rows before and after, columns past N), ragged M, N and K: C matches torch and no sentinel changed."""
+    torch = hopper
+    dtype, (m, n, k), (bm, bn, bk), warps, stages = case
+    a, b = _operand(torch, "fp16", (m, k), 11), _operand(torch, "fp16", (n, k), 12)
+    tdt = getattr(torch, TORCH[dtype])
+    stride = despina.cdiv(n, 16) * 16 + 16  # what the specialization proves 16-byte aligned for any dtype
+    backing = torch.full((m + 4, stride), -7.0, device="cuda", dtype=tdt)
+    c = backing[2 : 2 + m, :n]
+    descs = [TensorDescriptor.from_tensor(a, [bm, bk]), TensorDescriptor.from_tensor(b, [bn, bk]),
+             TensorDescriptor(c, [m, n], [stride, 1], [bm, bn])]
+    consts = {"BM": bm, "BN": bn, "BK": bk}
+    store_matmul[(despina.cdiv(m, bm), despina.cdiv(n, bn))](*descs, k, **consts, num_warps=warps, num_stages=stages)
+    maps = _compiled(store_matmul, (*descs, k), consts, warps, stages).metadata["tensor_maps"]
+    assert len(maps) == 3 and maps[2]["dtype"] == dtype
+    want = (a.double() @ b.double().T).to(tdt).double()
+    tol = {"fp16": 1e-2, "bf16": 3e-2, "fp32": 1e-2}[dtype]
+    torch.testing.assert_close(c.double(), want, rtol=tol, atol=tol * k ** 0.5)
+    guard = backing.clone()
+    guard[2 : 2 + m, :n] = -7.0
+    assert bool((guard == -7.0).all()), "the store wrote outside C"

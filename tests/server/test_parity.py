@@ -115,9 +115,9 @@ def test_benchmark_kernels(device: Interpreter) -> None:
 
 
 def test_descriptor_kernels_on_sm_90a(device: Interpreter, nvptx_daemon: Daemon) -> None:
-    """benchmarks/gpu.py's descriptor kernels for sm_90a as well, where TMA copies their tiles (tensor maps in
-    the metadata) and the persistent kernel's loop nest is flattened: the daemon's cubin and tensor maps are
-    the in-process ones."""
+    """benchmarks/gpu.py's descriptor kernels for sm_90a as well, where TMA copies their tiles and stores their
+    results (tensor maps in the metadata) and the persistent kernel's loop nest is flattened: the daemon's cubin
+    and tensor maps are the in-process ones."""
     k: Any = benchmark_kernels()
     h = np.zeros((256, 256), np.float16)
     qkv = np.zeros((512, 64), np.float16)
@@ -134,7 +134,8 @@ def test_descriptor_kernels_on_sm_90a(device: Interpreter, nvptx_daemon: Daemon)
         descs = [k.TensorDescriptor.from_tensor(t, b) for t, b in zip(bases, blocks)]
         module = kernel.ir(kernel.specialize(kernel.bind((*descs, *scalars), meta), options), options)
         check(module, options, nvptx_daemon, "sm_90a")
-        assert len(kernels._backend(module, options, "sm_90a").metadata["tensor_maps"]) == 2  # A and B, or K and V
+        # A, B and C (its epilogue's TMA store), or K, V and O
+        assert len(kernels._backend(module, options, "sm_90a").metadata["tensor_maps"]) == 3
 
 
 @despina.jit

@@ -46,7 +46,6 @@ if TYPE_CHECKING:
 RULES: OpRegistry[Callable[[_Assigner, Op], None]] = OpRegistry("layout assignment")
 RULES.builtin("terminators: the op that owns the region relates what they carry", "yield", "condition", "return")
 RULES.unsupported("calls must be inlined before code generation (run passes.inline)", "call")
-RULES.unsupported("expanded to a masked store before layout assignment (passes/descriptors.py)", "descriptor_store")
 
 Term = tuple[str, int, int]  # ("slice", axis, parent class) or ("dot", operand index, result class)
 
@@ -254,6 +253,19 @@ class _Assigner:
         nbytes = elem_of(ty).itemsize
         self.prefer_vectors(op.result, tuple(reversed(range(len(ty.shape)))), max(min(16 // nbytes, ty.shape[-1]), 1),
                             nbytes)
+
+    @RULES.register("descriptor_store")
+    def descriptor_store(self, op: Op) -> None:
+        """A block TMA stores is written to shared memory from the layout it has: a tensor-core result's (a
+        matmul's epilogue) as it is, with no conversion for the sake of the store; any other in 16-byte
+        vectors along its contiguous last dimension, as a block TMA loads is read."""
+        value = op.operands[-1]
+        ty = value.type
+        assert isinstance(ty, TileType)
+        if self.find(self.cls(value)) not in self.anchor:
+            nbytes = elem_of(ty).itemsize
+            self.prefer_vectors(value, tuple(reversed(range(len(ty.shape)))), max(min(16 // nbytes, ty.shape[-1]), 1),
+                                nbytes)
 
     @RULES.register("constant", "program_id", "num_programs", "arange", "splat", "reshape", "trans", "cat", "join",
                     "split", "device_print", "assume", "barrier")
@@ -472,9 +484,9 @@ def _numel(shape: tuple[int, ...]) -> int:
 
 def assign_layouts(module: Module, num_warps: int, has_wgmma: bool = False) -> GpuFunction:
     """The GPU IR of `module`'s kernel for `num_warps` warps (the module is not modified); with
-    `has_wgmma` (an sm_90a target) the dots that fit run on wgmma, and the descriptor loads that TMA
-    copies (`tma.py`) stay; the other descriptor loads, and every descriptor store, become masked loads
-    and stores first."""
+    `has_wgmma` (an sm_90a target) the dots that fit run on wgmma, and the descriptor loads and stores
+    that TMA carries out (`tma.py`) stay; the other descriptor accesses become masked loads and stores
+    first."""
     log2(num_warps)
     fn = flatten_loops(clone_function(module.kernel))
     if has_wgmma:

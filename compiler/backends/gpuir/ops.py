@@ -72,8 +72,11 @@ GPU_ATTRS: dict[str, Mapping[str, Attr]] = {
     "for": {"pipeline": optional("str"),  # pipeline.plan_pipelines: the stages and ring, or why none
             "flattened": optional("str")},  # passes/flatten.py: a flattened loop nest, or why a nest is not
     "load": {"async_copy": optional("str"), "tma": optional("str")},  # pipeline.plan_pipelines: the copies, or why none
-    # tma.plan_tensor_maps: the index of the block's tensor map, or why TMA does not copy it (then it is a `load`)
+    # tma.plan_tensor_maps: the index of the block's tensor map, or why TMA does not copy or store it (then it is
+    # a `load` or a `store`)
     "descriptor_load": {"tma": optional("int", "str"), "async_copy": optional("str")},
+    "descriptor_store": {"tma": optional("int", "str")},
+    "store": {"tma": optional("str")},
 }
 
 

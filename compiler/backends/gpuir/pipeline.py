@@ -334,9 +334,14 @@ def plan_loop(gpu: GpuFunction, loop: Op, num_stages: int, users: dict[Value, li
 
 def _body_scratch(gpu: GpuFunction, body: Block) -> int:
     """About the most shared memory an op of the body takes beside the ring while the loop runs: a layout
-    conversion through shared memory (a flattened nest's epilogue storing its accumulator), padded rows."""
+    conversion through shared memory (a flattened nest's epilogue storing its accumulator), padded rows,
+    or a TMA store's buffer, aligned to 1024 bytes."""
     most = 0
     for op in body.walk():
+        if op.name == "descriptor_store" and isinstance(op.attrs.get("tma"), int):
+            value = op.operands[-1].type
+            assert isinstance(value, TileType)
+            most = max(most, value.numel * elem_of(value).itemsize + 1024)
         ty = op.result.type if op.name == CONVERT else None
         if isinstance(ty, TileType) and not isinstance(gpu.encoding(op.result), MmaOperand):
             elem = elem_of(ty)

@@ -1,38 +1,44 @@
-"""Which tensor-descriptor loads the tensor memory accelerator (TMA) copies, and the tensor maps
-they need.
+"""Which tensor-descriptor loads and stores the tensor memory accelerator (TMA) carries out, and the
+tensor maps they need.
 
 A `descriptor_load` (`desc.load(offsets)`) is one `cp.async.bulk.tensor` per swizzle atom of its
 block, issued by one thread, which lands the block in shared memory already swizzled as a
-tensor-core operand wants it and completes an mbarrier (`lower/tma.py`, `lower/pipeline.py`).
-The copy reads through a *tensor map*: the tensor's address, shape and byte strides, the box (the
-atom) and the swizzle, which the launch encodes on the host (`cuTensorMapEncodeTiled`) and passes
-as a 128-byte `__grid_constant__` parameter after the kernel's own. So the compiler keeps a
-descriptor load for TMA only where the host can build its map from the launch's arguments:
+tensor-core operand wants it and completes an mbarrier (`lower/tma.py`, `lower/pipeline.py`). A
+`descriptor_store` (`desc.store(offsets, value)`, a matmul's epilogue) is the reverse: every thread
+writes its part of the tile into shared memory in the same swizzled layout, and one thread stores
+it with one bulk copy per atom. A copy reads through a *tensor map*: the tensor's address, shape and
+byte strides, the box (the atom) and the swizzle, which the launch encodes on the host
+(`cuTensorMapEncodeTiled`) and passes as a 128-byte `__grid_constant__` parameter after the kernel's
+own. So the compiler keeps a descriptor access for TMA only where the host can build its map from the
+launch's arguments:
 
 - the target has wgmma (sm_90a), whose pipelined loops take the copies;
 - the block is 2-D, of 1-, 2- or 4-byte elements, with rows of at least 16 bytes that are whole
   swizzle atoms (a row of up to 128 bytes is one atom; wider rows are several 128-byte ones), and at
-  most 256 rows;
+  most 256 rows; or, for a store, 1-D (unswizzled boxes of up to 256 elements);
 - the base, the shape and the strides are kernel parameters or constants (a host
   `TensorDescriptor`, or `tl.make_tensor_descriptor` of the kernel's arguments), and the
   specialization proves what TMA requires: a base aligned to 16 bytes and strides of a multiple of
   16 bytes;
-- the tile feeds a dot that wgmma takes (directly or through `tl.trans`) inside a loop, where the
-  copies replace the loop's `cp.async` traffic (an mma.sync dot's loop keeps its cp.async pipeline,
-  handed over by mbarriers).
+- a load's tile feeds a dot that wgmma takes (directly or through `tl.trans`) inside a loop, where
+  the copies replace the loop's `cp.async` traffic (an mma.sync dot's loop keeps its cp.async
+  pipeline, handed over by mbarriers). A store may write any tile.
 
-Every other descriptor load is expanded to a masked tile load (`passes/descriptors.py`). Out of
-the tensor's bounds TMA writes zeros (or NaN, with `padding_option="nan"`), which is what the
-expansion's mask and padding read.
+Every other descriptor access is expanded to a masked tile load or store (`passes/descriptors.py`).
+Out of the tensor's bounds TMA writes zeros (or NaN, with `padding_option="nan"`) into a loaded box,
+which is what the expansion's mask and padding read, and writes nothing of a stored box, which is
+what the expanded store's mask writes. An access whose map equals an earlier one's (a store's fill
+aside, which a store does not use) shares its index.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ...ir.core import Function, Op, Value
-from ...ir.types import PointerType, ScalarType
+from ...ir.types import PointerType, ScalarType, shape_of
+from ...passes.descriptors import DESCRIPTOR_OPS
 from .accelerate import wgmma_fit
 from .shared import SwizzledShared, operand_swizzle
 
@@ -108,24 +114,38 @@ def _feeds_wgmma(op: Op, users: dict[Value, list[Op]], fn: Function, num_warps: 
     return len(use) == 1 and use[0].name == "dot" and not isinstance(wgmma_fit(fn, use[0], num_warps), str)
 
 
+def block_of(op: Op) -> tuple[int, ...]:
+    """The block a descriptor op moves: a load's `shape`, a store's value's."""
+    return tuple(op.attrs["shape"]) if op.name == "descriptor_load" else shape_of(op.operands[-1].type)
+
+
 def tensor_map(op: Op, fn: Function, attrs: dict[str, Any]) -> TensorMap | str:
-    """The tensor map of `op`, a `descriptor_load` of `fn` (specialized as module `attrs` say), or why
-    the host cannot build one that TMA copies its block with."""
-    block = tuple(op.attrs["shape"])
+    """The tensor map of `op`, a `descriptor_load` or `descriptor_store` of `fn` (specialized as module
+    `attrs` say), or why the host cannot build one that TMA moves its block with. A store's map has the
+    fill "zero" (a store reads none)."""
+    block = block_of(op)
     rank = len(block)
     base = op.operands[0]
     assert isinstance(base.type, PointerType) and isinstance(base.type.element_ty, ScalarType)
     elem = base.type.element_ty
     size = elem.itemsize
-    if rank != 2:
-        return f"its block has rank {rank} (TMA copies 2-D blocks here)"
+    fill = str(op.attrs["padding"]) if op.name == "descriptor_load" else "zero"
+    if rank != 2 and not (rank == 1 and op.name == "descriptor_store"):
+        return f"its block has rank {rank} (TMA moves 2-D blocks here, and stores 1-D ones)"
     if size not in (1, 2, 4):
         return f"its elements are {size} bytes"
-    if op.attrs["padding"] == "nan" and size == 1:
+    if fill == "nan" and size == 1:
         return "TMA fills out-of-bounds elements with NaN for 16- and 32-bit floats only"
-    cols = atom_columns(block, size)
-    if cols * size < MIN_ROW_BYTES or block[-1] % cols or block[0] % ATOM_ROWS or block[0] > MAX_BOX:
-        return f"its block {list(block)} is not whole swizzle atoms of {ATOM_ROWS} to {MAX_BOX} rows"
+    box: tuple[int, ...]
+    if rank == 1:  # boxes of up to 256 elements, unswizzled
+        box, swizzle = (min(block[0], MAX_BOX),), 0
+        if block[0] * size < MIN_ROW_BYTES:
+            return f"its block {list(block)} is less than {MIN_ROW_BYTES} bytes"
+    else:
+        cols = atom_columns(block, size)
+        box, swizzle = (block[0], cols), swizzle_bytes(block, size)
+        if cols * size < MIN_ROW_BYTES or block[-1] % cols or block[0] % ATOM_ROWS or block[0] > MAX_BOX:
+            return f"its block {list(block)} is not whole swizzle atoms of {ATOM_ROWS} to {MAX_BOX} rows"
     sources = [_source(v, fn) for v in op.operands[1 : 2 * rank]]
     if _source(base, fn) is None or any(s is None for s in sources):
         return "its base, shape or strides are not kernel parameters or constants"
@@ -137,27 +157,39 @@ def tensor_map(op: Op, fn: Function, attrs: dict[str, Any]) -> TensorMap | str:
     for kind, value in strides:
         if (kind == "value" and value * size % ALIGN) or (kind == "arg" and value not in divisible):
             return "its strides are not known to be multiples of 16 bytes"
-    return TensorMap(elem.name, base.index, shape, strides, (block[0], cols), swizzle_bytes(block, size),
-                     str(op.attrs["padding"]))
+    return TensorMap(elem.name, base.index, shape, strides, box, swizzle, fill)
+
+
+def _serves(known: TensorMap, op: Op, plan: TensorMap) -> bool:
+    """Whether map `known` serves `op`, whose own map is `plan`: the same map, or a store's but the fill."""
+    return known == (plan if op.name == "descriptor_load" else replace(plan, fill=known.fill))
 
 
 def plan_tensor_maps(fn: Function, attrs: dict[str, Any], num_warps: int) -> None:
-    """Mark each descriptor load of `fn` (on `num_warps` warps) that TMA copies with the attribute `tma` (the
-    index of its tensor map among the kernel's: loads of one map share it), every other one with
-    `tma = "none: <why>"`."""
+    """Mark each descriptor load of `fn` (on `num_warps` warps) that TMA copies and each descriptor store
+    that TMA stores with the attribute `tma` (the index of its tensor map among the kernel's: accesses of
+    one map share it), every other one with `tma = "none: <why>"`."""
     users: dict[Value, list[Op]] = {}
     for o in fn.walk():
         for v in o.operands:
             users.setdefault(v, []).append(o)
-    index: dict[TensorMap, int] = {}
+    maps: list[TensorMap] = []
+
+    def index(op: Op, plan: TensorMap) -> int:
+        found = next((i for i, known in enumerate(maps) if _serves(known, op, plan)), None)
+        if found is None:
+            maps.append(plan)
+            return len(maps) - 1
+        return found
 
     def walk(ops: list[Op], in_loop: bool) -> None:
         for op in ops:
-            if op.name == "descriptor_load":
+            if op.name in DESCRIPTOR_OPS:
                 plan = tensor_map(op, fn, attrs)
-                if not isinstance(plan, str) and not (in_loop and _feeds_wgmma(op, users, fn, num_warps)):
+                if (op.name == "descriptor_load" and not isinstance(plan, str)
+                        and not (in_loop and _feeds_wgmma(op, users, fn, num_warps))):
                     plan = "it does not feed a wgmma dot in a loop"
-                op.attrs["tma"] = f"none: {plan}" if isinstance(plan, str) else index.setdefault(plan, len(index))
+                op.attrs["tma"] = f"none: {plan}" if isinstance(plan, str) else index(op, plan)
             for region in op.regions:
                 walk(region.ops, in_loop or op.name == "for")
 
@@ -166,15 +198,16 @@ def plan_tensor_maps(fn: Function, attrs: dict[str, Any], num_warps: int) -> Non
 
 def tensor_maps(fn: Function, attrs: dict[str, Any]) -> list[tuple[list[Op], TensorMap]]:
     """The kernel's tensor maps in the order of its tensor-map parameters, each with the descriptor loads
-    that TMA copies through it."""
+    and stores that TMA carries out through it (a map that loads use has their fill)."""
     found: dict[int, tuple[list[Op], TensorMap]] = {}
-    for op in fn.walk():
-        index = op.attrs.get("tma") if op.name == "descriptor_load" else None
+    ops = [op for op in fn.walk() if op.name in DESCRIPTOR_OPS]
+    for op in sorted(ops, key=lambda op: op.name != "descriptor_load"):  # loads first: their fill is the map's
+        index = op.attrs.get("tma")
         if isinstance(index, int) and not isinstance(index, bool):
             plan = tensor_map(op, fn, attrs)
             assert not isinstance(plan, str), plan
-            ops, known = found.setdefault(index, ([], plan))
-            assert known == plan, f"descriptor loads of tensor map {index} describe different maps"
-            ops.append(op)
+            users, known = found.setdefault(index, ([], plan))
+            assert _serves(known, op, plan), f"descriptor accesses of tensor map {index} describe different maps"
+            users.append(op)
     assert sorted(found) == list(range(len(found))), "tensor-map indices must be 0, 1, ..."
     return [found[i] for i in range(len(found))]

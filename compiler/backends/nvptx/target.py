@@ -49,7 +49,7 @@ FEATURES: dict[str, tuple[int, bool]] = {"wgmma": (90, True), "setmaxnreg": (90,
 _SPELLINGS = (
     ("wgmma", ("llvm.nvvm.wgmma.", "wgmma.")),
     ("setmaxnreg", ("llvm.nvvm.setmaxnreg.", "setmaxnreg.")),
-    ("tma", ("llvm.nvvm.cp.async.bulk.tensor.", "cp.async.bulk.tensor.")),
+    ("tma", ("llvm.nvvm.cp.async.bulk.", "cp.async.bulk.")),
     ("mbarrier try_wait", ("llvm.nvvm.mbarrier.try.wait.", "mbarrier.try_wait.")),
     ("fp8 conversion", ("cvt.rn.satfinite.e4m3x2.", "cvt.rn.satfinite.e5m2x2.", "cvt.rn.f16x2.e4m3x2",
                         "cvt.rn.f16x2.e5m2x2")),
