@@ -114,6 +114,64 @@ def _feeds_wgmma(op: Op, users: dict[Value, list[Op]], fn: Function, num_warps: 
     return len(use) == 1 and use[0].name == "dot" and not isinstance(wgmma_fit(fn, use[0], num_warps), str)
 
 
+def _from_dot(v: Value) -> bool:
+    """Whether tile `v` is a dot's result (maybe cast, maybe carried out of the loop that runs the dot): a
+    matmul's epilogue, its tile in the accumulator's layout."""
+    for _ in range(16):
+        owner = v.owner
+        if isinstance(owner, Op) and owner.name == "cast":
+            v = owner.operands[0]
+        elif isinstance(owner, Op) and owner.name == "for":
+            yields = owner.regions[0].terminator
+            assert yields is not None
+            v = yields.operands[owner.results.index(v)]
+        else:
+            return isinstance(owner, Op) and owner.name == "dot"
+    return False
+
+
+def _multiple(v: Value, n: int, depth: int = 0) -> bool:
+    """Whether integer `v` is provably a non-negative multiple of `n`: program ids, non-negative constants, and
+    sums, products, quotients by positive constants, remainders, minima and maxima of such values."""
+    owner = v.owner
+    if not isinstance(owner, Op) or depth > 32:
+        return False
+    name, args = owner.name, owner.operands
+    if name == "constant":
+        value = owner.attrs.get("value")
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 0 and value % n == 0
+    if name == "program_id":
+        return n == 1
+    if name in ("add", "minimum", "maximum"):
+        return all(_multiple(a, n, depth + 1) for a in args)
+    if name == "mul":
+        return any(_multiple(a, n, depth + 1) and _multiple(b, 1, depth + 1) for a, b in (args, args[::-1]))
+    if name == "cast":
+        return isinstance(v.type, ScalarType) and v.type.is_int() and _multiple(args[0], n, depth + 1)
+    if name == "rem":  # a remainder takes the dividend's sign
+        return n == 1 and _multiple(args[0], 1, depth + 1)
+    if name == "floordiv":
+        divisor = args[1].owner
+        return (n == 1 and _multiple(args[0], 1, depth + 1) and isinstance(divisor, Op) and divisor.name == "constant"
+                and isinstance(divisor.attrs.get("value"), int) and divisor.attrs["value"] > 0)
+    return False
+
+
+def _store_fit(op: Op, size: int) -> str | None:
+    """Why TMA does not store `op`'s block, beyond its map: what the H200 ran correctly is 2-D blocks of a
+    matmul's epilogue (the tile in the accumulator's layout) and 1-D blocks, at offsets that are non-negative
+    and 16-byte aligned along the rows. 2-D index-valued tiles from other layouts (a 64 x 128 fp16 block, a
+    32 x 128 int8 one) came back wrong, and negative or unaligned offsets (-3, 5; 37, -6; 95, 83; a 1-D
+    block at -40 or 7) raised an illegal instruction, which loses the CUDA context."""
+    rank = len(shape_of(op.operands[-1].type))
+    if rank == 2 and not _from_dot(op.operands[-1]):
+        return "its tile is not a dot's result (TMA stores a matmul's epilogue)"
+    offsets = op.operands[2 * rank : 3 * rank]
+    if not all(_multiple(v, ALIGN // size if i == rank - 1 else 1) for i, v in enumerate(offsets)):
+        return "its offsets are not provably non-negative, the last a multiple of 16 bytes"
+    return None
+
+
 def block_of(op: Op) -> tuple[int, ...]:
     """The block a descriptor op moves: a load's `shape`, a store's value's."""
     return tuple(op.attrs["shape"]) if op.name == "descriptor_load" else shape_of(op.operands[-1].type)
@@ -157,6 +215,9 @@ def tensor_map(op: Op, fn: Function, attrs: dict[str, Any]) -> TensorMap | str:
     for kind, value in strides:
         if (kind == "value" and value * size % ALIGN) or (kind == "arg" and value not in divisible):
             return "its strides are not known to be multiples of 16 bytes"
+    why = _store_fit(op, size) if op.name == "descriptor_store" else None
+    if why is not None:
+        return why
     return TensorMap(elem.name, base.index, shape, strides, box, swizzle, fill)
 
 
