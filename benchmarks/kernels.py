@@ -73,13 +73,13 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk,
 
 @triton.jit
 def matmul_tma_kernel(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                      BLOCK_K: tl.constexpr):
+                      BLOCK_K: tl.constexpr, WARP_SPECIALIZE: tl.constexpr = False):
     """Tutorial 09's `matmul_kernel_tma` without the persistent loop: A [M, K] and B [N, K] (K-major) and C
     through host TensorDescriptors."""
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, K, BLOCK_K):
+    for k in tl.range(0, K, BLOCK_K, warp_specialize=WARP_SPECIALIZE):
         a = a_desc.load([pid_m * BLOCK_M, k])
         b = b_desc.load([pid_n * BLOCK_N, k])
         acc = tl.dot(a, b.T, acc)
@@ -98,7 +98,8 @@ def _compute_pid(tile_id, num_pid_in_group, num_pid_m, GROUP_SIZE_M: tl.constexp
 
 @triton.jit
 def matmul_tma_persistent_kernel(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                                 BLOCK_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr, NUM_SMS: tl.constexpr):
+                                 BLOCK_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr, NUM_SMS: tl.constexpr,
+                                 WARP_SPECIALIZE: tl.constexpr = False):
     """Tutorial 09's `matmul_kernel_tma_persistent` without its epilogue subtiling and warp specialization: a
     grid of NUM_SMS programs, each looping over output tiles in grouped order, the loop nest flattened."""
     start_pid = tl.program_id(0)
@@ -107,7 +108,7 @@ def matmul_tma_persistent_kernel(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: tl.co
     k_tiles = tl.cdiv(K, BLOCK_K)
     num_tiles = num_pid_m * num_pid_n
     num_pid_in_group = GROUP_SIZE_M * num_pid_n
-    for tile_id in tl.range(start_pid, num_tiles, NUM_SMS, flatten=True):
+    for tile_id in tl.range(start_pid, num_tiles, NUM_SMS, flatten=True, warp_specialize=WARP_SPECIALIZE):
         pid_m, pid_n = _compute_pid(tile_id, num_pid_in_group, num_pid_m, GROUP_SIZE_M)
         offs_am = pid_m * BLOCK_M
         offs_bn = pid_n * BLOCK_N

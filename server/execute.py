@@ -257,7 +257,7 @@ def job(sig: Signature, key: str, image: bytes, metadata: dict[str, Any], num_wa
         "key": key,
         "name": str(metadata.get("name") or sig.kernel),
         "image": image,
-        "num_warps": int(metadata.get("num_warps") or num_warps),
+        "num_warps": int(metadata.get("num_threads") or 32 * int(metadata.get("num_warps") or num_warps)) // 32,
         "shared": int(metadata.get("shared") or 0),
         # What a launch needs besides the parameters (runtime/launcher.py): the TMA tensor maps to make from
         # their values; and after the kernel: print, check device_asserts.

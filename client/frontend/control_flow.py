@@ -321,6 +321,8 @@ class ControlFlow:
             attrs["loop_unroll_factor"] = int(rng.loop_unroll_factor)
         if rng.flatten:
             attrs["flatten"] = True
+        if rng.warp_specialize:
+            attrs["warp_specialize"] = True
 
         def build(inits: list[tensor]) -> tuple[list[tensor], Block]:
             block = Block([ity] + [t.type for t in inits], [iv_name] + _slot_names(names, self.scope))

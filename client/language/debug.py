@@ -99,8 +99,9 @@ class range:
     `flatten=True` has the GPU backend run this loop and the one inner loop of its body as one
     software-pipelined loop (passes/flatten.py), as Triton's does. `disallow_acc_multi_buffer` is Triton's:
     despina never multi-buffers a dot's accumulator, so either value compiles the same.
-    `warp_specialize=True` (producer and consumer warps) is Triton's too, and despina does not do it yet:
-    it is refused.
+    `warp_specialize=True` has the GPU backend give the loop a producer warpgroup that issues its TMA copies
+    while the kernel's warps run its wgmma dots (sm_90a; gpuir/specialize.py says when it can, and the GPU
+    IR's `warp_specialized` attribute why not). It does not change what the loop computes.
     """
 
     def __init__(self, arg1: Any, arg2: Any = None, step: Any = None, num_stages: Any = None,
@@ -117,13 +118,9 @@ class range:
         self.flatten = unwrap(flatten)
         if not isinstance(self.flatten, bool):
             raise TypeError(f"tl.range: flatten must be a constexpr bool, got {flatten!r}")
-        ws = unwrap(warp_specialize)
-        if not isinstance(ws, bool):
-            raise TypeError(f"tl.range: warp_specialize must be a constexpr bool, got {ws!r}")
-        if ws:
-            raise ValueError("tl.range(..., warp_specialize=True): despina does not specialize warps (producer and "
-                             "consumers) yet; pass warp_specialize=False (or leave it out) and the loop compiles as "
-                             "written, its warps all doing all of it")
+        self.warp_specialize = unwrap(warp_specialize)
+        if not isinstance(self.warp_specialize, bool):
+            raise TypeError(f"tl.range: warp_specialize must be a constexpr bool, got {warp_specialize!r}")
 
 
 class static_range:

@@ -212,7 +212,7 @@ class Dispatcher:
             binary = kernels.binary(module, options, device.target)
             meta = binary.metadata
             function = device.load(binary.cubin, binary.name, int(meta.get("shared", 0)),
-                                   int(meta.get("num_warps", options.num_warps)), context)
+                                   driver.block_warps(meta, options.num_warps), context)
             kernel = module.kernel
             found = self.launchers[key] = Launcher(function, kernel.arg_names, [a.type for a in kernel.args], self.lib,
                                                    meta)
@@ -224,7 +224,7 @@ class Dispatcher:
         specializes it (the daemon's tuned winner; `meta` its backend's metadata), as the launch of `spec` in
         `context`: a launch that specializes to it neither traces the kernel nor compiles it. Its parameters
         are `spec`'s run-time ones, as tracing makes them."""
-        function = device.load(image, name, int(meta.get("shared", 0)), int(meta.get("num_warps", spec.attrs["num_warps"])),
+        function = device.load(image, name, int(meta.get("shared", 0)), driver.block_warps(meta, spec.attrs["num_warps"]),
                                context)
         params = [(n, p) for n, p in spec.params if not isinstance(p, constexpr)]
         self.launchers[(spec.key, context)] = Launcher(function, [n for n, _ in params], [p for _, p in params],

@@ -16,7 +16,7 @@ import contextlib
 import ctypes
 import hashlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +41,12 @@ DEVICE_ATTRIBUTES = {"MAX_THREADS_PER_BLOCK": 1, "MAX_GRID_DIM_X": 5, "MAX_GRID_
                      "MAX_SHARED_MEMORY_PER_BLOCK": 8, "MULTIPROCESSOR_COUNT": 16, "COMPUTE_CAPABILITY_MAJOR": 75,
                      "COMPUTE_CAPABILITY_MINOR": 76, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": 97}
 
+
+
+def block_warps(metadata: Mapping[str, Any], num_warps: int) -> int:
+    """The warps a kernel's block launches with: its metadata's `num_threads` (a warp-specialized kernel's
+    producer warps besides its `num_warps`), else `num_warps`."""
+    return int(metadata.get("num_threads") or 32 * int(metadata.get("num_warps") or num_warps)) // 32
 
 class LastLaunch:
     """The kernel launched last in this process: a fault surfaces at a later call, which names it."""

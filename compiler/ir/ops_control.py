@@ -69,7 +69,7 @@ def _call(t: Sequence[Type], a: dict[str, Any], r: Sequence[Block]) -> list[Type
 
 
 _define("for", _for, {"num_stages": optional("int", "none"), "loop_unroll_factor": optional("int", "none"),
-                      "flatten": optional("bool")}, num_regions=1)
+                      "flatten": optional("bool"), "warp_specialize": optional("bool")}, num_regions=1)
 _define("if", _if, num_regions=2)
 _define("while", _while, num_regions=2)
 _define("yield", lambda t, a, r: [], terminator=True)

@@ -581,15 +581,12 @@ def tl_range_options_kernel(x_ptr, out_ptr, n, N: tl.constexpr, FLATTEN: tl.cons
     tl.store(out_ptr + tl.arange(0, N), acc)
 
 
-def test_tl_range_takes_triton_s_loop_options_and_refuses_what_it_does_not_do(device, trace):
+def test_tl_range_takes_triton_s_loop_options(device, trace):
     x = np.arange(4 * N, dtype=np.float32).reshape(4, N)
     out = device.zeros(N, "fp32")
-    for flatten, no_multi in ((False, True), (True, False)):
-        tl_range_options_kernel[(1,)](device.put(x), out, 4, N=N, FLATTEN=flatten, WS=False, NO_MULTI=no_multi)
+    for flatten, ws, no_multi in ((False, False, True), (True, False, False), (False, True, False)):
+        tl_range_options_kernel[(1,)](device.put(x), out, 4, N=N, FLATTEN=flatten, WS=ws, NO_MULTI=no_multi)
         np.testing.assert_array_equal(device.get(out), x.sum(0))
-    text = print_module(trace(tl_range_options_kernel, x, out, 4, N=N, FLATTEN=True, WS=False, NO_MULTI=False),
+    text = print_module(trace(tl_range_options_kernel, x, out, 4, N=N, FLATTEN=True, WS=True, NO_MULTI=False),
                         locs=False)
-    assert "flatten = true" in text
-    with pytest.raises(despina.CompilationError, match=r"tl.range\(\.\.\., warp_specialize=True\): despina does not "
-                                                       r".* yet; pass warp_specialize=False"):
-        tl_range_options_kernel[(1,)](device.put(x), out, 4, N=N, FLATTEN=False, WS=True, NO_MULTI=False)
+    assert "flatten = true" in text and "warp_specialize = true" in text

@@ -70,7 +70,8 @@ GPU_ATTRS: dict[str, Mapping[str, Attr]] = {
     # accelerate.plan_dot: mma.sync, wgmma or fma, and why; a wgmma dot's A read from registers
     "dot": {"engine": optional("str"), "operand_a": enum("registers")},
     "for": {"pipeline": optional("str"),  # pipeline.plan_pipelines: the stages and ring, or why none
-            "flattened": optional("str")},  # passes/flatten.py: a flattened loop nest, or why a nest is not
+            "flattened": optional("str"),  # passes/flatten.py: a flattened loop nest, or why a nest is not
+            "warp_specialized": optional("str")},  # specialize.specialize_warps: the producer and consumers, or why not
     "load": {"async_copy": optional("str"), "tma": optional("str")},  # pipeline.plan_pipelines: the copies, or why none
     # tma.plan_tensor_maps: the index of the block's tensor map, or why TMA does not copy or store it (then it is
     # a `load` or a `store`)

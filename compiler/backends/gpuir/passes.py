@@ -16,6 +16,7 @@ from ...options import CompileOptions
 from .assign import GpuFunction, assign_layouts
 from .hoist import hoist_invariant_converts
 from .pipeline import plan_pipelines
+from .specialize import specialize_warps
 from .staging import stage_wgmma_operands
 from .verifier import verify_gpuir
 
@@ -24,6 +25,7 @@ GpuPass = Callable[[GpuFunction, CompileOptions], None]
 GPU_PASSES: list[tuple[str, GpuPass]] = [
     ("hoist_invariant_converts", lambda gpu, options: hoist_invariant_converts(gpu)),
     ("plan_pipelines", lambda gpu, options: plan_pipelines(gpu, options.num_stages)),
+    ("specialize_warps", lambda gpu, options: specialize_warps(gpu)),
     ("stage_wgmma_operands", lambda gpu, options: stage_wgmma_operands(gpu)),
 ]
 

@@ -48,6 +48,7 @@ second block per SM that the ring without it leaves room for.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from ...ir.core import Block, Function, Op, Value
 from ...ir.types import ScalarType, TileType, elem_of, float8e4nv, float8e5
@@ -58,6 +59,9 @@ from .ops import LOCAL_ALLOC, LOCAL_LOAD, gpu_opdef
 from .shared import SwizzledShared, operand_shared
 from .tma import shared_layout as tma_shared
 from .wgmma import RESERVED_BYTES, SHARED_BYTES, SM_SHARED_BYTES
+
+if TYPE_CHECKING:
+    from .specialize import Producer
 
 _COPY_BYTES = (4, 8, 16)  # what one cp.async moves
 MBARRIER_BYTES = 8
@@ -101,6 +105,7 @@ class LoopPipeline:
     # branch that reads the accumulators waits for their groups first.
     resets: tuple[tuple[Op, Op], ...] = ()
     settles: tuple[tuple[Op, tuple[Value, ...]], ...] = ()
+    producer: Producer | None = None  # a producer warp issues the copies (gpuir.specialize)
 
     @property
     def slots(self) -> int:
@@ -126,7 +131,7 @@ class LoopPipeline:
 
     def ring_bytes(self) -> int:
         """The slots' bytes, then the mbarriers' (a full and an empty one per slot; TMA's full ones)."""
-        barriers = 2 if self.handoff == "mbarriers" else 1 if self.tma else 0
+        barriers = 2 if self.handoff == "mbarriers" or self.producer else 1 if self.tma else 0
         return self.slot_ring_bytes() + barriers * self.slots * MBARRIER_BYTES
 
     def is_async(self, op: Op) -> bool:
@@ -473,6 +478,19 @@ def _stays(operand: Value, ring: set[Op]) -> bool:
     return isinstance(made, Op) and made.name == LOCAL_ALLOC and bool(made.operands)
 
 
+def describe(plan: LoopPipeline) -> str:
+    """The loop's `pipeline` attribute, as the GPU IR dump shows it."""
+    by = [f"{n} loads by {how}" for n, how in ((sum(a.tma is None for a in plan.loads), "cp.async"),
+                                                (sum(a.tma is not None for a in plan.loads), "TMA")) if n]
+    if plan.producer is not None:
+        handoff = ", slots handed over by mbarriers to and from the producer"
+    else:
+        handoff = ((", copies after a second barrier" if plan.async_dots and not plan.spare_slot else "")
+                   + (", slots handed over by mbarriers" if plan.handoff == "mbarriers" else ""))
+    return (f"{plan.stages} stages, {' and '.join(by)}, ring of {plan.ring_bytes()} bytes"
+            + (f" in {plan.slots} slots, wgmma waits with 1 group in flight" if plan.async_dots else "") + handoff)
+
+
 def plan_pipelines(gpu: GpuFunction, num_stages: int) -> None:
     """Plan every `for` loop of the kernel (innermost loops that load dot operands) and record the
     plans in `gpu.pipelines` and as attributes the GPU IR dump shows."""
@@ -485,14 +503,7 @@ def plan_pipelines(gpu: GpuFunction, num_stages: int) -> None:
             op.attrs["pipeline"] = f"none: {plan}"
             continue
         gpu.pipelines[op] = plan
-        by = [f"{n} loads by {how}" for n, how in ((sum(a.tma is None for a in plan.loads), "cp.async"),
-                                                    (sum(a.tma is not None for a in plan.loads), "TMA")) if n]
-        op.attrs["pipeline"] = (
-            f"{plan.stages} stages, {' and '.join(by)}, ring of {plan.ring_bytes()} bytes"
-            + (f" in {plan.slots} slots, wgmma waits with 1 group in flight" if plan.async_dots else "")
-            + (", copies after a second barrier" if plan.async_dots and not plan.spare_slot else "")
-            + (", slots handed over by mbarriers" if plan.handoff == "mbarriers" else "")
-        )
+        op.attrs["pipeline"] = describe(plan)
         for a in plan.loads:
             a.load.attrs["async_copy"] = (f"{a.copy_bytes}-byte copies into {a.shared}" if a.tma is None else
                                           f"TMA copies of {a.copy_bytes} bytes into {a.shared}")

@@ -105,7 +105,7 @@ def compile_module(
     # Linked again with `.minnctapersm` when that gives one more CTA per SM without spills, unless
     # the caller chose the register budget (maxnreg).
     if options.maxnreg is None:
-        ptx, cubin, log = more_ctas(ptx, cubin, log, tgt, name, 32 * num_warps, shared, link_cubin)
+        ptx, cubin, log = more_ctas(ptx, cubin, log, tgt, name, launch["num_threads"], shared, link_cubin)
     asm["ptx"] = ptx
     asm["cubin"] = cubin
     asm["lines"] = json.dumps(line_table(module, ir_locs, gpuir_locs, optimized, str(asm["ptx"])))
@@ -114,7 +114,6 @@ def compile_module(
         "name": name,
         "target": tgt.arch,
         **options.as_dict(),
-        "num_threads": 32 * num_warps,
         "shared": shared,
         "registers": res.registers,
         "spill_stores": res.spill_stores,
@@ -126,7 +125,7 @@ def compile_module(
         "link_log": log,
         "ptxas_warnings": ptxas_warnings(log),
     }
-    metadata.update(launch)  # `prints` and `asserts`: what a launch must do after the kernel
+    metadata.update(launch)  # `prints`, `asserts`, `num_threads`: what a launch must do, and with how many threads
     if libdevice is not None:
         metadata["libdevice"] = libdevice
     return NvptxKernel(name, asm, metadata)

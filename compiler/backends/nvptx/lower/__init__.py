@@ -26,6 +26,7 @@ from . import (  # noqa: F401
     reduce,
     scan,
     shapes,
+    specialize,
     tma,
 )
 from .context import Lowering
@@ -34,14 +35,18 @@ from .registry import RULES, lowering
 
 def lower(gpu: GpuFunction, target: Target, line_info: bool = True, fp_fusion: bool = True,
           maxnreg: int | None = None) -> tuple[ir.Module, int, dict[str, Any]]:
-    """The kernel as an LLVM module, the bytes of dynamic shared memory it needs, and the metadata
-    of its prints and asserts (`prints`: whether it calls vprintf; `asserts`: its device_asserts,
-    indexed as the `__despina_assert` record names them) and of the tensor maps it takes after its
-    arguments (`tensor_maps`, when it has any: `gpuir.tma.TensorMap.as_metadata`). With `line_info`, every instruction carries
-    the source line of the op it came from (`debuginfo`). `fp_fusion` and `maxnreg`: see `Lowering`."""
+    """The kernel as an LLVM module, the bytes of dynamic shared memory it needs, and what its launcher
+    must know: its prints and asserts (`prints`: whether it calls vprintf; `asserts`: its device_asserts,
+    indexed as the `__despina_assert` record names them), the tensor maps it takes after its arguments
+    (`tensor_maps`, when it has any: `gpuir.tma.TensorMap.as_metadata`), and the threads a block launches
+    with (`num_threads`: a warp-specialized kernel's producer warps too). With `line_info`, every
+    instruction carries the source line of the op it came from (`debuginfo`). `fp_fusion` and `maxnreg`:
+    see `Lowering`."""
     ctx = Lowering(gpu, target, line_info, fp_fusion, maxnreg)
+    if ctx.specialized is not None:
+        specialize.split(ctx)
     module = ctx.run()
-    launch: dict[str, Any] = {"prints": ctx.prints, "asserts": ctx.asserts}
+    launch: dict[str, Any] = {"prints": ctx.prints, "asserts": ctx.asserts, "num_threads": ctx.block_threads}
     if ctx.tensor_map_metadata:
         launch["tensor_maps"] = ctx.tensor_map_metadata
     return module, ctx.smem_bytes, launch

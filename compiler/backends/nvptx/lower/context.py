@@ -83,6 +83,14 @@ class Lowering:
         fn = gpu.fn
         self.gpu, self.target, self.kernel = gpu, target, fn.name
         self.num_threads = 32 * gpu.num_warps
+        self.specialized = next((p for p in gpu.pipelines.values() if p.producer is not None), None)
+        """The plan of the kernel's warp-specialized loop (`gpuir.specialize`), if it has one: its producer
+        warps come after the kernel's (`lower/specialize.py`)."""
+        producer = self.specialized.producer if self.specialized is not None else None
+        self.block_threads = self.num_threads + (32 * producer.warps if producer is not None else 0)
+        """The threads a block launches with: the kernel's warps and a producer's."""
+        self.producer: Any = None
+        """The producer's blocks and ring (`lower/specialize.WarpGroups`), once the kernel's entry is split."""
         self.module = ir.Module(name=fn.name)
         self.module.triple = TRIPLE
         self.module.data_layout = DATA_LAYOUT
@@ -92,7 +100,7 @@ class Lowering:
         ftype = ir.FunctionType(void, [llvm_type(elem_of(a.type)) for a in fn.args] + [TENSOR_MAP] * len(maps))
         self.func = ir.Function(self.module, ftype, name=fn.name)
         self.func.calling_convention = "ptx_kernel"
-        n = str(self.num_threads)
+        n = str(self.block_threads)
         strings = {"nvvm.maxntid": n} if maxnreg is None else {"nvvm.maxntid": n, "nvvm.maxnreg": str(maxnreg)}
         self.func.attributes = _KernelAttributes(strings)
         for arg, name in zip(self.func.args, fn.arg_names):
@@ -258,7 +266,10 @@ class Lowering:
         self.shared.fence()
 
     def _emit_barrier(self) -> None:
-        self.call("llvm.nvvm.barrier0", void, [])
+        if self.specialized is not None:  # the kernel's warps alone: the producer's run on by themselves
+            self.call("llvm.nvvm.barrier.cta.sync.aligned.count", void, [const(i32, 1), const(i32, self.num_threads)])
+        else:
+            self.call("llvm.nvvm.barrier0", void, [])
 
     @property
     def smem_bytes(self) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
+from ...gpuir.pipeline import MBARRIER_BYTES
 from .context import Lowering
 from .types import const, i1, i8, i32, i64, void
 
@@ -21,6 +22,12 @@ def at(ctx: Lowering, offset: int | ir.Value) -> ir.Value:
     """The barrier at byte `offset` of the dynamic shared memory."""
     index = const(i32, offset) if isinstance(offset, int) else offset
     return ctx.b.gep(ctx.smem_base(), [index], source_etype=i8)
+
+
+def in_ring(ctx: Lowering, first: int, slot: ir.Value) -> ir.Value:
+    """The barrier of ring slot `slot` among one per slot from byte `first` of shared memory."""
+    b = ctx.b
+    return at(ctx, b.add(const(i32, first), b.mul(slot, const(i32, MBARRIER_BYTES))))
 
 
 def init(ctx: Lowering, barriers: list[ir.Value], count: int) -> None:

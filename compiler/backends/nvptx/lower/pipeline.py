@@ -55,7 +55,7 @@ from ....ir.core import Op
 from ....ir.types import ScalarType, elem_of
 from ...gpuir.mma import MmaOperand
 from ...gpuir.pipeline import MBARRIER_BYTES, AsyncLoad, LoopPipeline
-from . import mbarrier, tma
+from . import mbarrier, specialize, tma
 from .context import Lowering
 from .ldmatrix import SharedOperand, split_addresses, swizzled_offset
 from .phis import close_phis, for_header, less
@@ -83,12 +83,6 @@ def _copy(ctx: Lowering, a: AsyncLoad, slot_base: ir.Value, live: ir.Value) -> N
         on = live if mask is None else b.and_(live, mask[g])
         size = b.select(on, const(i32, a.copy_bytes), const(i32, 0))
         ctx.call(name, void, [dst, ptrs[g], size])
-
-
-def _barrier(ctx: Lowering, first: int, slot: ir.Value) -> ir.Value:
-    """The mbarrier of `slot` among one per slot from byte `first` of shared memory."""
-    b = ctx.b
-    return mbarrier.at(ctx, b.add(const(i32, first), b.mul(slot, const(i32, MBARRIER_BYTES))))
 
 
 class _Pipeline:
@@ -160,10 +154,25 @@ class _Pipeline:
                 for op in self.plan.ahead:
                     if op in self.copier_only:
                         ctx.lower_op(op)
-                full = _barrier(ctx, self.barriers, slot)
+                full = mbarrier.in_ring(ctx, self.barriers, slot)
                 tma.expect(ctx, full, sum(a.copy_bytes for _, a in by_tma))
                 for i, a in by_tma:
                     tma.copy(ctx, a.load, self.slot_base(i, slot), full)
+        yields = self.body.terminator
+        assert yields is not None
+        return {j: list(ctx.get(yields.operands[j - 1])) for j in self.plan.carried}
+
+    def produce(self, iv: ir.Value, carried: dict[int, Regs], slot: ir.Value) -> dict[int, Regs]:
+        """A producer's iteration `iv` (`specialize.py`, one thread): the ahead slice, then TMA's copies of
+        every load into `slot`, which complete its full barrier; the values it carries to the next."""
+        ctx = self.ctx
+        self.bind(iv, carried)
+        for op in self.plan.ahead:
+            ctx.lower_op(op)
+        full = mbarrier.in_ring(ctx, self.barriers, slot)
+        tma.expect(ctx, full, sum(a.copy_bytes for a in self.plan.loads))
+        for i, a in enumerate(self.plan.loads):
+            tma.copy(ctx, a.load, self.slot_base(i, slot), full)
         yields = self.body.terminator
         assert yields is not None
         return {j: list(ctx.get(yields.operands[j - 1])) for j in self.plan.carried}
@@ -231,11 +240,12 @@ class _Handoff:
         if self.plan.cp_async:
             self.ctx.call("llvm.nvvm.cp.async.wait.group", void, [const(i32, self.plan.stages - 2)])
         if self.plan.tma:
-            mbarrier.wait(self.ctx, _barrier(self.ctx, self.offset, slot), phase)
+            mbarrier.wait(self.ctx, mbarrier.in_ring(self.ctx, self.offset, slot), phase)
         self.ctx.barrier()
 
-    def give_back(self, slot: ir.Value, phase: ir.Value, write: ir.Value) -> None:
-        """After the body, before the copies of the iteration S-1 ahead into `write`."""
+    def give_back(self, slot: ir.Value, phase: ir.Value, write: ir.Value, first: ir.Value) -> None:
+        """After the body (of the loop's `first` iteration or not), before the copies of the iteration
+        S-1 ahead into `write`."""
         if self.plan.async_dots and not self.plan.spare_slot:  # every warpgroup's wait retired slot i-1's group
             self.ctx.barrier()
 
@@ -262,7 +272,7 @@ class _Mbarriers(_Handoff):
         return [mbarrier.at(self.ctx, self.offset + MBARRIER_BYTES * k) for k in range(2 * self.plan.slots)]
 
     def _at(self, slot: ir.Value, empty: bool) -> ir.Value:
-        return _barrier(self.ctx, self.offset + (MBARRIER_BYTES * self.plan.slots if empty else 0), slot)
+        return mbarrier.in_ring(self.ctx, self.offset + (MBARRIER_BYTES * self.plan.slots if empty else 0), slot)
 
     def start(self) -> None:
         mbarrier.init(self.ctx, self._all(), self.ctx.num_threads)
@@ -273,7 +283,7 @@ class _Mbarriers(_Handoff):
     def take(self, slot: ir.Value, phase: ir.Value) -> None:
         mbarrier.wait(self.ctx, self._at(slot, empty=False), phase)
 
-    def give_back(self, slot: ir.Value, phase: ir.Value, write: ir.Value) -> None:
+    def give_back(self, slot: ir.Value, phase: ir.Value, write: ir.Value, first: ir.Value) -> None:
         b = self.ctx.b
         mbarrier.arrive(self.ctx, self._at(slot, empty=True))
         # `write` is the previous iteration's slot: its phase is this one's, or the one before where the
@@ -286,6 +296,39 @@ class _Mbarriers(_Handoff):
         ctx.call("llvm.nvvm.cp.async.wait.all", void, [])
         ctx.barrier()
         mbarrier.invalidate(ctx, self._all())
+
+
+class _Specialized(_Handoff):
+    """Slots handed over to and from a producer warpgroup (`specialize.py`): a full and an empty mbarrier
+    each, set up at the kernel's entry. The producer's copies complete a slot's full barrier, which the
+    consumers wait for; they arrive on its empty barrier once wgmma has retired the group that read it (the
+    iteration after, at its `wait_group 1`), and the producer waits for that before it copies into it again."""
+
+    def _all(self) -> list[ir.Value]:
+        return [mbarrier.at(self.ctx, self.offset + MBARRIER_BYTES * k) for k in range(2 * self.plan.slots)]
+
+    def _at(self, slot: ir.Value, empty: bool) -> ir.Value:
+        return mbarrier.in_ring(self.ctx, self.offset + (MBARRIER_BYTES * self.plan.slots if empty else 0), slot)
+
+    def start(self) -> None:
+        """The barriers are set up at the kernel's entry (`specialize.produce`)."""
+
+    def landing(self, slot: ir.Value) -> None:
+        """The producer issues every copy."""
+
+    def take(self, slot: ir.Value, phase: ir.Value) -> None:
+        mbarrier.wait(self.ctx, self._at(slot, empty=False), phase)
+
+    def give_back(self, slot: ir.Value, phase: ir.Value, write: ir.Value, first: ir.Value) -> None:
+        b = self.ctx.b
+        previous = b.select(b.icmp_unsigned("==", slot, const(i32, 0)), const(i32, self.plan.slots - 1),
+                            b.sub(slot, const(i32, 1)))
+        with b.if_then(b.not_(first)):  # this iteration's wait retired the previous one's group
+            mbarrier.arrive(self.ctx, self._at(previous, empty=True))
+
+    def finish(self) -> None:
+        self.ctx.barrier()
+        mbarrier.invalidate(self.ctx, self._all())
 
 
 def _write_slot(ctx: Lowering, plan: LoopPipeline, slot: ir.Value) -> ir.Value:
@@ -302,17 +345,23 @@ def pipelined_for(ctx: Lowering, op: Op, args: list[Regs], plan: LoopPipeline) -
     b = ctx.b
     stages, slots = plan.stages, plan.slots
     lo, hi, step = args[0][0], args[1][0], args[2][0]
-    with ctx.scratch(plan.ring_bytes(), plan.align) as ring:
+    specialized = plan.producer is not None
+    with specialize.ring(ctx) if specialized else ctx.scratch(plan.ring_bytes(), plan.align) as ring:
         if plan.wgmma:
             align_smem(ctx)
         pipe = _Pipeline(ctx, op, plan, ring)
-        hand = (_Mbarriers if plan.handoff == "mbarriers" else _Handoff)(ctx, plan, pipe.barriers)
+        hand = (_Specialized if specialized else _Mbarriers if plan.handoff == "mbarriers" else _Handoff)(
+            ctx, plan, pipe.barriers)
         hand.start()
-        ahead = {j: list(args[2 + j]) for j in plan.carried}
-        for s in range(stages - 1):
-            iv = b.add(lo, b.mul(step, const(lo.type, s))) if s else lo
-            ahead = pipe.issue(iv, hi, ahead, const(i32, s))
-            hand.landing(const(i32, s))
+        ahead: dict[int, Regs] = {}
+        if specialized:
+            specialize.produce(ctx, op, pipe)
+        else:
+            ahead = {j: list(args[2 + j]) for j in plan.carried}
+            for s in range(stages - 1):
+                iv = b.add(lo, b.mul(step, const(lo.type, s))) if s else lo
+                ahead = pipe.issue(iv, hi, ahead, const(i32, s))
+                hand.landing(const(i32, s))
         zero = ZeroStart(ctx, op)
         header, exit_, ((iv,), (slot,), (phase,), *rows) = for_header(
             ctx, [[lo], [const(i32, 0)], [const(i32, 0)], *zero.inits(args[3:]), *ahead.values()], pipe.signed, hi)
@@ -322,10 +371,12 @@ def pipelined_for(ctx: Lowering, op: Op, args: list[Regs], plan: LoopPipeline) -
         hand.take(slot, phase)
         write = _write_slot(ctx, plan, slot)
         yields = pipe.iteration(iv, [list(r) for r in carried], slot)
-        hand.give_back(slot, phase, write)
-        iv_ahead = b.add(iv, b.mul(step, const(lo.type, stages - 1)))
-        next_ahead = pipe.issue(iv_ahead, hi, dict(zip(plan.carried, map(list, ahead_phis))), write)
-        hand.landing(write)
+        hand.give_back(slot, phase, write, b.icmp_unsigned("==", iv, lo))
+        next_ahead: dict[int, Regs] = {}
+        if not specialized:
+            iv_ahead = b.add(iv, b.mul(step, const(lo.type, stages - 1)))
+            next_ahead = pipe.issue(iv_ahead, hi, dict(zip(plan.carried, map(list, ahead_phis))), write)
+            hand.landing(write)
         ctx.loop_body_end()
         latch = b.block
         wraps = b.icmp_unsigned("==", slot, const(i32, slots - 1))

@@ -1,0 +1,133 @@
+"""A warp-specialized loop (`gpuir.specialize`): the kernel's entry split between the producer warp and the
+kernel's own warps (the consumers), and the producer's code.
+
+    entry:      (thread 0) mbarrier.init of each slot's full barrier (1 arrival and the copies' bytes) and
+                empty barrier (every consumer thread), fence.proxy.async; bar.sync 0 (every thread)
+                tid < consumers ? consumers : producer
+    producer:   one thread: the inputs (the loop's bounds, the conditions of the `if`s around it, what the
+                coordinates read), then for each iteration i in slot s at phase p: wait(empty[s], p ^ 1);
+                arrive.expect_tx(full[s], bytes); the ahead slice; TMA's copies. The warp's other lanes exit.
+    consumers:  the kernel, whose loop waits for full[s] and arrives on the empty barrier of the slot wgmma
+                has retired (`pipeline.py`); CTA barriers are named barrier 1 of the consumers alone
+                (`Lowering.barrier`)
+
+The ring (slots and barriers) is placed at the kernel's entry and kept until the loop ends: the
+producer copies into it while the consumers still run what comes before the loop. A wait for parity
+p ^ 1 of an empty barrier returns at once for a slot's first use (the phase before the first counts as
+completed), so the producer fills the ring without waiting first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import llvmlite.ir as ir
+
+from ....ir.core import Op, Value
+from ...gpuir.pipeline import MBARRIER_BYTES
+from . import mbarrier
+from .context import Lowering
+from .phis import close_phis, for_header
+from .registry import Regs
+from .types import const, i1, i32, void
+from .wgmma import align_smem
+
+if TYPE_CHECKING:
+    from .pipeline import _Pipeline
+
+
+@dataclass(frozen=True)
+class WarpGroups:
+    """The entry's block that sets up the barriers (left open until the loop is lowered, then branching to
+    `split`), the block that splits the warps, the producer's first block, and the byte offset of the
+    loop's ring (slots, then the full and the empty barriers)."""
+
+    setup: ir.Block
+    split: ir.Block
+    producer: ir.Block
+    ring: int
+
+
+def split(ctx: Lowering) -> None:
+    """At the kernel's entry: place the ring and branch the producer's warp away; lowering goes on in the
+    consumers' block."""
+    plan = ctx.specialized
+    assert plan is not None and plan.producer is not None
+    if plan.wgmma:
+        align_smem(ctx)
+    ring = ctx.shared.alloc(plan.ring_bytes(), plan.align).offset
+    b = ctx.b
+    setup, split, producer, consumers = (ctx.func.append_basic_block(name) for name in
+                                         ("barriers", "split", "producer", "consumers"))
+    b.branch(setup)
+    b.position_at_end(split)
+    b.cbranch(b.icmp_unsigned("<", ctx.tid, const(i32, ctx.num_threads)), consumers, producer)
+    ctx.producer = WarpGroups(setup, split, producer, ring)
+    b.position_at_end(consumers)
+
+
+@contextmanager
+def ring(ctx: Lowering) -> Iterator[int]:
+    """The consumers' loop: the ring placed at the entry, free for other buffers after the loop."""
+    groups: WarpGroups = ctx.producer
+    yield groups.ring
+    ctx.shared.free(groups.ring)
+
+
+@contextmanager
+def _building(ctx: Lowering, builder: ir.IRBuilder, values: dict[Value, Regs]) -> Iterator[None]:
+    saved: tuple[Any, dict[Value, Regs]] = (ctx.b, ctx.values)
+    ctx.b, ctx.values = builder, values
+    try:
+        yield
+    finally:
+        ctx.b, ctx.values = saved
+
+
+def produce(ctx: Lowering, loop: Op, pipe: _Pipeline) -> None:
+    """Set up the ring's barriers at the entry and write the producer's code for `loop` (`pipe`)."""
+    plan = pipe.plan
+    producer = plan.producer
+    assert producer is not None
+    groups: WarpGroups = ctx.producer
+    slots = plan.slots
+    entry = ir.IRBuilder(groups.setup)
+    with _building(ctx, entry, ctx.values):
+        bars = [mbarrier.at(ctx, pipe.barriers + MBARRIER_BYTES * k) for k in range(2 * slots)]
+        with entry.if_then(entry.icmp_unsigned("==", ctx.tid, const(i32, 0))):
+            for k, bar in enumerate(bars):
+                ctx.call("llvm.nvvm.mbarrier.init.shared", void, [bar, const(i32, 1 if k < slots else ctx.num_threads)])
+            ctx.call("llvm.nvvm.fence.proxy.async.shared_cta", void, [])
+        ctx.call("llvm.nvvm.barrier0", void, [])  # every thread's, the producer's too
+        entry.branch(groups.split)
+    b = ir.IRBuilder(groups.producer)
+    with _building(ctx, b, {a: ctx.values[a] for a in ctx.gpu.fn.args}):
+        issue, done = ctx.func.append_basic_block("producer.issue"), ctx.func.append_basic_block("producer.done")
+        b.cbranch(b.icmp_unsigned("==", ctx.tid, const(i32, ctx.num_threads)), issue, done)
+        b.position_at_end(issue)
+        for op in producer.inputs:
+            ctx.lower_op(op)
+        runs: ir.Value = const(i1, 1)
+        for cond, taken in producer.conditions:
+            c = ctx.get(cond)[0]
+            runs = b.and_(runs, c if taken else b.not_(c))
+        with b.if_then(runs):
+            lo, hi, step = (ctx.get(v)[0] for v in loop.operands[:3])
+            carried = [list(ctx.get(loop.operands[2 + j])) for j in plan.carried]
+            header, exit_, ((iv,), (slot,), (phase,), *rows) = for_header(
+                ctx, [[lo], [const(i32, 0)], [const(i32, 0)], *carried], pipe.signed, hi)
+            empty = mbarrier.in_ring(ctx, pipe.barriers + MBARRIER_BYTES * slots, slot)
+            mbarrier.wait(ctx, empty, b.xor(phase, const(i32, 1)))
+            after = pipe.produce(iv, dict(zip(plan.carried, map(list, rows))), slot)
+            wraps = b.icmp_unsigned("==", slot, const(i32, slots - 1))
+            close_phis([[iv], [slot], [phase], *rows],
+                       [[b.add(iv, step)], [b.select(wraps, const(i32, 0), b.add(slot, const(i32, 1)))],
+                        [b.xor(phase, b.zext(wraps, i32))], *after.values()], b.block)
+            b.branch(header)
+            b.position_at_end(exit_)
+        b.branch(done)
+        b.position_at_end(done)
+        b.ret_void()

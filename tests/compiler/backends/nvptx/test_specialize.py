@@ -1,0 +1,155 @@
+"""Warp specialization (`tl.range(..., warp_specialize=True)`, gpuir/specialize.py, lower/specialize.py) on
+the CPU: where a loop gets a producer warp, the GPU IR says so and the block launches with one warp more; the
+producer's loop waits on the empty barriers and issues TMA's copies, the consumers' loop waits on the full
+ones with no CTA barrier, and the rest of the kernel's barriers are the consumers' named barrier. Where it
+cannot, the loop's `warp_specialized` attribute says why and the kernel compiles as without."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import despina
+import despina.language as tl
+
+pytest.importorskip("llvmlite")
+pytest.importorskip("cuda.bindings.nvjitlink")
+
+SIG = "*fp16:16,*fp16:16,*fp16:16,i32,i32,i32:16"
+
+
+@despina.jit
+def ws_matmul(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+              WS: tl.constexpr):
+    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BM, BK])
+    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[K, 1], block_shape=[BN, BK])
+    off_m, off_n = tl.program_id(0) * BM, tl.program_id(1) * BN
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in tl.range(0, K, BK, warp_specialize=WS):
+        acc = tl.dot(a_desc.load([off_m, k]), b_desc.load([off_n, k]).T, acc)
+    rm, rn = off_m + tl.arange(0, BM), off_n + tl.arange(0, BN)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(tl.float16), mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@despina.jit
+def ws_pointer_matmul(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    rm, rn, rk = tl.program_id(0) * BM + tl.arange(0, BM), tl.program_id(1) * BN + tl.arange(0, BN), tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in tl.range(0, K, BK, warp_specialize=True):
+        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :])
+        b = tl.load(b_ptr + rn[:, None] * K + (k + rk)[None, :])
+        acc = tl.dot(a, b.T, acc)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(tl.float16))
+
+
+@despina.jit
+def ws_tiles(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """A tile loop around the K loop: the producer cannot take it."""
+    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BM, BK])
+    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[K, 1], block_shape=[BN, BK])
+    for tile in range(tl.program_id(0), 2):
+        off_m, off_n = tile // tl.cdiv(N, BN) * BM, tile % tl.cdiv(N, BN) * BN
+        acc = tl.zeros((BM, BN), tl.float32)
+        for k in tl.range(0, K, BK, warp_specialize=True):
+            acc = tl.dot(a_desc.load([off_m, k]), b_desc.load([off_n, k]).T, acc)
+        rm, rn = off_m + tl.arange(0, BM), off_n + tl.arange(0, BN)
+        tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(tl.float16))
+
+
+@despina.jit
+def ws_loaded_tile(a_ptr, b_ptr, c_ptr, M, N, K, tiles_ptr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """The tile's coordinates from a load: the producer cannot compute them."""
+    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BM, BK])
+    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[K, 1], block_shape=[BN, BK])
+    tile = tl.load(tiles_ptr + tl.program_id(0))
+    off_m, off_n = tile // tl.cdiv(N, BN) * BM, tile % tl.cdiv(N, BN) * BN
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in tl.range(0, K, BK, warp_specialize=True):
+        acc = tl.dot(a_desc.load([off_m, k]), b_desc.load([off_n, k]).T, acc)
+    rm, rn = off_m + tl.arange(0, BM), off_n + tl.arange(0, BN)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(tl.float16))
+
+
+def _loops(ptx: str) -> list[str]:
+    """The body of every loop of the PTX: from a label to a branch back to it."""
+    labels = {m.group(1): m.start() for m in re.finditer(r"^(\$L__BB\d+_\d+):", ptx, re.M)}
+    return [ptx[labels[m.group(1)] : m.end()] for m in re.finditer(r"bra(?:\.uni)?\s+(\$L__BB\d+_\d+);", ptx)
+            if labels.get(m.group(1), m.start()) < m.start()]
+
+
+def _loop_with(ptx: str, text: str) -> str:
+    return max((body for body in _loops(ptx) if text in body), key=len)
+
+
+def _specialized(gpuir: str) -> list[str]:
+    return re.findall(r'warp_specialized = "([^"]*)"', gpuir)
+
+
+def _compile(fn: Any, sig: str, consts: dict[str, Any], target: str = "sm_90a", warps: int = 8) -> Any:
+    return despina.compile(fn, sig, consts, num_warps=warps, num_stages=3, target=target)
+
+
+def test_a_specialized_loop_has_a_producer_warp_and_no_cta_barrier() -> None:
+    k = _compile(ws_matmul, SIG, {"BM": 128, "BN": 256, "BK": 64, "WS": True})
+    gpuir = k.asm["gpuir"]
+    assert _specialized(gpuir) == ["yes: a producer warp issues the copies, the kernel's 8 warps consume them"]
+    assert "slots handed over by mbarriers to and from the producer" in gpuir
+    assert k.metadata["num_threads"] == 288 and k.metadata["num_warps"] == 8
+    ptx = k.asm["ptx"]
+    assert ".maxntid 288" in ptx
+    # The consumers' loop waits for full barriers and runs the dots, with no CTA barrier and no copy; the
+    # producer's waits for empty barriers, expects the slot's bytes on its full barrier and copies both tiles.
+    consumer, producer = _loop_with(ptx, "wgmma.mma_async"), _loop_with(ptx, "cp.async.bulk.tensor")
+    assert "mbarrier.try_wait" in consumer and "mbarrier.arrive.shared" in consumer
+    assert "bar.sync" not in consumer and "cp.async.bulk.tensor" not in consumer
+    assert "mbarrier.try_wait" in producer and "mbarrier.arrive.expect_tx" in producer and "wgmma" not in producer
+    assert producer.count("cp.async.bulk.tensor") == 2
+    assert re.findall(r"bar\.sync\s+(\d+)", ptx).count("0") == 1  # every thread, once: the barriers' set-up
+    assert "bar.sync \t1, 256;" in ptx  # the consumers' own
+    assert k.metadata["spill_stores"] == 0 and k.metadata["ptxas_warnings"] == []
+    plain = _compile(ws_matmul, SIG, {"BM": 128, "BN": 256, "BK": 64, "WS": False})
+    assert not _specialized(plain.asm["gpuir"]) and plain.metadata["num_threads"] == 256
+
+
+def test_the_flattened_persistent_loop_is_specialized_its_guard_computed_by_the_producer(tmp_path: Any) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "benchmarks"))
+    import gpu
+    import numpy as np
+
+    from despina.runtime import kernels
+
+    module = gpu.load_kernels("despina", tmp_path)
+    fn, desc = module.matmul_tma_persistent_kernel, module.TensorDescriptor
+    a = np.zeros((1024, 1024), np.float16)
+    options = fn.options({"num_warps": 8, "num_stages": 3}, interpret=False)
+    args = (desc.from_tensor(a, [128, 64]), desc.from_tensor(a, [128, 64]), desc.from_tensor(a, [128, 128]), 1024, 1024,
+            1024)
+    spec = fn.specialize(fn.bind(args, {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_SIZE_M": 8, "NUM_SMS": 132,
+                                        "WARP_SPECIALIZE": True}), options)
+    k, _ = kernels.local(fn.ir(spec, options), options, "sm_90a")
+    said = _specialized(k.asm["gpuir"])
+    assert said[0].startswith("yes") and k.metadata["num_threads"] == 288
+    assert said[1] == "no: another loop of the kernel is warp-specialized"  # the nest as written, for K = 0
+    assert k.metadata["spill_stores"] == 0 and k.metadata["ptxas_warnings"] == []
+
+
+@pytest.mark.parametrize(("fn", "sig", "consts", "target", "why"), [
+    (ws_matmul, SIG, {"BM": 128, "BN": 128, "BK": 64, "WS": True}, "sm_90",
+     "its dots do not run on wgmma with a group in flight (sm_90a)"),
+    (ws_pointer_matmul, "*fp16:16,*fp16:16,*fp16:16,i32:16,i32:16,i32:16", {"BM": 128, "BN": 128, "BK": 64}, "sm_90a",
+     "a load of the loop is copied by cp.async, not TMA (the producer issues TMA's copies alone)"),
+    (ws_tiles, SIG, {"BM": 128, "BN": 128, "BK": 64}, "sm_90a",
+     "a loop encloses it: the producer runs the loop once, from the kernel's entry"),
+    (ws_loaded_tile, SIG + ",*i32:16", {"BM": 128, "BN": 128, "BK": 64}, "sm_90a",
+     "the producer computes the loop's bounds and coordinates itself, and 'load' outside the loop is not scalar "
+     "arithmetic"),
+])
+def test_a_loop_that_cannot_be_specialized_says_why_and_compiles_as_without(fn: Any, sig: str, consts: dict[str, Any],
+                                                                           target: str, why: str) -> None:
+    k = _compile(fn, sig, consts, target)
+    assert _specialized(k.asm["gpuir"]) == [f"no: {why}"]
+    assert k.metadata["num_threads"] == 256 and "bar.sync \t1," not in k.asm["ptx"]

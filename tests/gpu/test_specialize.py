@@ -1,0 +1,122 @@
+"""Warp-specialized loops (`tl.range(..., warp_specialize=True)`) on a compute-capability-9.0 device: a
+producer warp issues the TMA copies, the kernel's warps run the wgmma dots. The descriptor matmul and the
+flattened persistent one (benchmarks/kernels.py) against torch over ragged shapes, K of one step and of
+none (the producer runs no iteration), more programs than tiles; a kernel whose loop sits in an `if` the
+consumers skip (the producer skips it too, or the launch would never end); the same kernel run by the
+daemon, which launches its block with the producer's warp."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import despina
+import despina.language as tl
+from despina.runtime import driver
+from despina.tools.tensor_descriptor import TensorDescriptor
+
+from .test_execute import GrpcDaemon
+from .test_tma import _operand, benchmark_kernels
+
+
+@despina.jit
+def gated_matmul(a_ptr, b_ptr, c_ptr, M, N, K, RUN: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                 BK: tl.constexpr):
+    """C = A B^T, or zeros where the program's tile starts at or past `RUN` rows (its loop skipped)."""
+    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BM, BK])
+    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[K, 1], block_shape=[BN, BK])
+    off_m, off_n = tl.program_id(0) * BM, tl.program_id(1) * BN
+    acc = tl.zeros((BM, BN), tl.float32)
+    if off_m < RUN:
+        for k in tl.range(0, K, BK, warp_specialize=True):
+            acc = tl.dot(a_desc.load([off_m, k]), b_desc.load([off_n, k]).T, acc)
+    rm, rn = off_m + tl.arange(0, BM), off_n + tl.arange(0, BN)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@pytest.fixture
+def hopper(torch_cuda: Any, gpu_device: Any, fresh_cache: Path) -> Any:
+    if gpu_device.capability != (9, 0):
+        pytest.skip(f"warp specialization runs wgmma and TMA on a compute-capability-9.0 device, not {gpu_device}")
+    return torch_cuda
+
+
+def _want(torch: Any, a: Any, b: Any) -> Any:
+    return (a.double() @ b.double().T).half().double()
+
+
+@pytest.mark.parametrize("mnk", [(300, 520, 136), (256, 256, 64), (200, 136, 0), (128, 256, 1000)])
+@pytest.mark.parametrize("config", [(128, 256, 64, 3), (128, 128, 64, 4), (64, 64, 32, 2)])
+def test_the_specialized_descriptor_matmul_matches_torch(hopper: Any, tmp_path: Path, mnk: tuple[int, int, int],
+                                                         config: tuple[int, int, int, int]) -> None:
+    torch = hopper
+    kernels = benchmark_kernels(tmp_path)
+    (m, n, k), (bm, bn, bk, stages) = mnk, config
+    a, b = (_operand(torch, "fp16", (rows, max(k, 8)), seed)[:, :k] for rows, seed in ((m, 1), (n, 2)))
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)
+    descs = [TensorDescriptor.from_tensor(t, block) for t, block in ((a, [bm, bk]), (b, [bn, bk]), (c, [bm, bn]))]
+    grid = (despina.cdiv(m, bm), despina.cdiv(n, bn))
+    kernels.matmul_tma_kernel[grid](*descs, m, n, k, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, WARP_SPECIALIZE=True,
+                                    num_warps=4 if bm == 64 else 8, num_stages=stages)
+    torch.testing.assert_close(c.double(), _want(torch, a, b), rtol=1e-2, atol=5e-2)
+
+
+@pytest.mark.parametrize("programs,k", [(3, 136), (200, 136), (3, 0), (132, 4096)])
+@pytest.mark.parametrize("bn,stages", [(128, 3), (256, 3), (128, 4)])
+def test_the_specialized_persistent_matmul_matches_torch(hopper: Any, tmp_path: Path, programs: int, k: int, bn: int,
+                                                         stages: int) -> None:
+    torch = hopper
+    kernels = benchmark_kernels(tmp_path)
+    m, n = 300, 520
+    a, b = (_operand(torch, "fp16", (rows, max(k, 8)), seed)[:, :k] for rows, seed in ((m, 7), (n, 8)))
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)
+    descs = [TensorDescriptor.from_tensor(t, block) for t, block in ((a, [128, 64]), (b, [bn, 64]), (c, [128, bn]))]
+    tiles = despina.cdiv(m, 128) * despina.cdiv(n, bn)
+    kernels.matmul_tma_persistent_kernel[(min(programs, tiles),)](
+        *descs, m, n, k, BLOCK_M=128, BLOCK_N=bn, BLOCK_K=64, GROUP_SIZE_M=8, NUM_SMS=min(programs, tiles),
+        WARP_SPECIALIZE=True, num_warps=8, num_stages=stages)
+    torch.testing.assert_close(c.double(), _want(torch, a, b), rtol=1e-2, atol=5e-2)
+
+
+def test_a_loop_the_consumers_skip_the_producer_skips(hopper: Any) -> None:
+    torch = hopper
+    m, n, k = 512, 256, 320
+    a, b = _operand(torch, "fp16", (m, k), 3), _operand(torch, "fp16", (n, k), 4)
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float32)
+    gated_matmul[(m // 128, n // 128)](a, b, c, m, n, k, RUN=256, BM=128, BN=128, BK=64, num_warps=8, num_stages=3)
+    torch.cuda.synchronize()
+    want = a.double() @ b.double().T
+    want[256:] = 0
+    torch.testing.assert_close(c.double(), want, rtol=1e-2, atol=5e-2)
+
+
+@pytest.fixture(scope="module")
+def ws_daemon(gpu_device: driver.Device, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GrpcDaemon]:
+    d = GrpcDaemon(tmp_path_factory.mktemp("ws"))
+    try:
+        yield d
+    finally:
+        d.stop()
+
+
+def test_the_daemon_runs_the_specialized_kernel(gpu_device: driver.Device, ws_daemon: GrpcDaemon,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    if gpu_device.capability != (9, 0):
+        pytest.skip("warp specialization needs a compute-capability-9.0 device")
+    for name in ("DESPINA_SERVER", "DESPINA_TOKEN", "DESPINA_SERVER_REQUIRED"):
+        monkeypatch.delenv(name, raising=False)
+    despina.set_server(ws_daemon.url)
+    try:
+        rng = np.random.default_rng(6)
+        m, n, k = 384, 256, 192
+        a, b = (rng.standard_normal(shape).astype(np.float16) for shape in ((m, k), (n, k)))
+        c = np.full((m, n), np.nan, np.float32)
+        gated_matmul.run_remote[(m // 128, n // 128)](a, b, c, m, n, k, RUN=m, BM=128, BN=128, BK=64, num_warps=8,
+                                                      num_stages=3)
+    finally:
+        despina.set_server(None)
+    np.testing.assert_allclose(c, a.astype(np.float32) @ b.astype(np.float32).T, rtol=1e-2, atol=1e-1)
