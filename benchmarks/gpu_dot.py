@@ -174,7 +174,8 @@ def tma_matmul(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
 
 def persistent_matmul(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
     """Tutorial 09's persistent descriptor matmul (`matmul_tma_persistent_kernel`, its loop nest flattened by
-    both compilers), fp16, TFLOP/s, beside torch.matmul: a grid of one program per SM, GROUP_SIZE_M 8."""
+    both compilers), fp16, TFLOP/s, beside torch.matmul: a grid of one program per SM, GROUP_SIZE_M 8; each
+    config as written and warp-specialized (`ws`: WARP_SPECIALIZE, both compilers)."""
     import torch
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -184,9 +185,12 @@ def persistent_matmul(kernels: dict[str, ModuleType], quick: bool) -> list[list[
         for config in MATMUL_CONFIGS[:2] if quick else MATMUL_CONFIGS:
             bm, bn, bk, warps, stages = config
             grid = (min(sms, math.ceil(size / bm) * math.ceil(size / bn)),)
-            times, cells = _descriptor_matmul_times(kernels, "matmul_tma_persistent_kernel", a, b, config, grid,
-                                                    1 if quick else ROUNDS, GROUP_SIZE_M=8, NUM_SMS=sms)
-            rows.append([f"floa {size}^3 {bm}x{bn}x{bk} w{warps} s{stages}", *times, *triton_resources(cells)])
+            for ws in (False, True):
+                times, cells = _descriptor_matmul_times(kernels, "matmul_tma_persistent_kernel", a, b, config, grid,
+                                                        1 if quick else ROUNDS, GROUP_SIZE_M=8, NUM_SMS=sms,
+                                                        WARP_SPECIALIZE=ws)
+                rows.append([f"floa {size}^3 {bm}x{bn}x{bk} w{warps} s{stages}{' ws' if ws else ''}", *times,
+                             *triton_resources(cells)])
     return rows
 
 
