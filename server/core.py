@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from despina.compiler.ir.codec import IRDecodeError, key_bytes
+from despina.compiler.ir.codec import IRDecodeError
 from despina.compiler.options import DEFAULTS, CompileOptions, OptionError
 from despina.runtime import inventory
 
@@ -52,7 +52,7 @@ from .errors import (
 )
 from .execute import Argument, Buffer
 from .intake import LARGE, Intake
-from .keys import compile_key, is_key, toolchain
+from .keys import compile_key, is_key, key_pieces, toolchain
 from .lines import lines_of
 from .metrics import Metrics, counts
 from .tenancy import TENANT, Owners, visible
@@ -69,9 +69,13 @@ _SHARED_FAILURES: dict[str, type[ServiceError]] = {
     e.code: e for e in (InvalidArgument, DeadlineExceeded, ResourceExhausted)}
 
 
+# A request's IR: the bytes a transport decoded, or a view of a large gRPC request's own bytes (no copy).
+Blob = bytes | memoryview
+
+
 @dataclass(frozen=True)
 class CompileRequest:
-    ir: bytes
+    ir: Blob
     target: str = "sm_90"
     options: CompileOptions = DEFAULTS
     specialization: Mapping[str, str] = field(default_factory=dict)
@@ -218,7 +222,7 @@ class CompileService:
         if len(spec) > MAX_SPECIALIZATION or any(len(k) + len(v) > 1024 for k, v in spec.items()):
             raise InvalidArgument(f"specialization is limited to {MAX_SPECIALIZATION} entries of 1 KiB")
         try:
-            ir = key_bytes(req.ir)
+            ir = key_pieces(req.ir)
         except IRDecodeError as e:
             raise InvalidArgument(f"invalid IR: {e}") from None
         return compile_key(ir, req.target, req.options, spec, self.toolchain)
@@ -553,7 +557,7 @@ class CompileService:
             grid = execute.check_grid(req.grid)
             kernel = dataclasses.replace(req.kernel, driver_version=0)
             key = self.key_of(dataclasses.replace(kernel, target=kernel.target or "sm_90"))  # sizes and options
-            sig = await self.signatures.get(key, kernel.ir)
+            sig = await self.signatures.get(key, bytes(kernel.ir))  # the transports decode Execute's IR into bytes
             values = execute.launch_values(sig, req.args)
             device = await self.gpu.device()
             kernel = dataclasses.replace(kernel, target=kernel.target or str(device["target"]),

@@ -18,12 +18,12 @@ from google.protobuf.message import DecodeError, Message
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from despina.compiler.ir.wire import split_field
+from despina.compiler.ir.wire import IRDecodeError, top_records
 from despina.proto import service_pb2 as pb
 from despina.proto.options import from_pb
 
 from . import access, auth
-from .core import MAX_SPECIALIZATION, CompileRequest, CompileResponse, CompileService, ExecuteRequest
+from .core import MAX_SPECIALIZATION, Blob, CompileRequest, CompileResponse, CompileService, ExecuteRequest
 from .errors import Internal, InvalidArgument, PermissionDenied, ServiceError
 from .execute import Argument, Buffer
 from .intake import LARGE, Intake, peer_host
@@ -44,15 +44,15 @@ def _parse(cls: type[M], data: bytes) -> M:
     return msg
 
 
-def to_core(req: Any, default_target: str = "sm_90", ir: bytes | None = None) -> CompileRequest:
+def to_core(req: Any, default_target: str = "sm_90", ir: Blob | None = None) -> CompileRequest:
     return CompileRequest(req.ir if ir is None else ir, req.target or default_target, from_pb(req.options),
                           dict(req.specialization), req.driver_version)
 
 
 def compile_request(data: bytes) -> CompileRequest:
-    """A serialized CompileRequest as the core takes it. A large one's IR is cut out of the received bytes
-    (one copy) and only the rest is parsed: protobuf copies a bytes field twice (into the parsed message,
-    then out of it), 6-7 ms each for an 8 MiB IR on a busy 2-core host, in one step of the event loop."""
+    """A serialized CompileRequest as the core takes it. A large one's IR is a view of the received bytes, and
+    only the rest is parsed: protobuf copies a bytes field twice (into the parsed message, then out of it), and
+    even one copy of an 8 MiB IR holds the event loop (and the GIL) for 2-5 ms on a busy 2-core host."""
     cut = _cut_ir(data) if len(data) >= LARGE else None
     if cut is None:
         return to_core(_parse(pb.CompileRequest, data))
@@ -64,11 +64,22 @@ _IR_TAG = pb.CompileRequest.DESCRIPTOR.fields_by_name["ir"].number << 3 | 2
 _MOST_RECORDS = MAX_SPECIALIZATION + 8  # an honest request's top-level records: ir, target, options, driver, the map
 
 
-def _cut_ir(data: bytes) -> tuple[bytes, bytes] | None:
-    """`data` without its `ir` records, and the last one's bytes; None for anything but a few well-formed
-    top-level records, which protobuf then parses (and names what is wrong with) as it parses every other
-    request."""
-    return split_field(data, _IR_TAG, _MOST_RECORDS)
+def _cut_ir(data: bytes) -> tuple[bytes, memoryview] | None:
+    """`data` without its `ir` records, and a view of the last one's bytes (what protobuf gives the field); None
+    for anything but a few well-formed top-level records, which protobuf then parses (and names what is wrong
+    with) as it parses every other request."""
+    view = memoryview(data)
+    kept: list[memoryview] = []
+    found: memoryview | None = None
+    try:
+        for tag, start, value, end in top_records(data, _MOST_RECORDS, "records"):
+            if tag == _IR_TAG:
+                found = view[value:end]
+            else:
+                kept.append(view[start:end])
+    except IRDecodeError:
+        return None
+    return None if found is None else (b"".join(kept), found)
 
 
 def argument(arg: Any) -> Argument:

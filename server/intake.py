@@ -81,7 +81,7 @@ class Intake:
         finally:
             _client.reset(token)
 
-    async def verify(self, ir: bytes) -> None:
+    async def verify(self, ir: bytes | memoryview) -> None:
         await self._check({"check": "verify", "ir": ir})
 
     async def signature(self, ir: bytes) -> Signature:

@@ -16,8 +16,12 @@ import json
 from collections.abc import Mapping
 from functools import cache
 from importlib import metadata
+from typing import cast
 
+from despina.compiler.ir import codec
+from despina.compiler.ir.wire import top_records
 from despina.compiler.options import CompileOptions
+from despina.proto import ir_pb2
 
 KEY_VERSION = 4  # 4: the options as CompileOptions.key(), every field
 _TOOLS = ("despina", "llvmlite", "nvidia-nvjitlink", "nvidia-nvjitlink-cu12", "cuda-bindings")
@@ -36,15 +40,30 @@ def toolchain(compiler: str) -> str:
     return ";".join(f"{d}={_version(d)}" for d in _TOOLS) + f";compiler={compiler}"
 
 
+# A module's top-level records that `codec.key_bytes` rewrites (the location table) or leaves out (the source).
+_REWRITTEN = {ir_pb2.Module.DESCRIPTOR.fields_by_name[name].number for name in ("locations", "source")}
+
+
+def key_pieces(ir: bytes | memoryview) -> list[bytes | memoryview]:
+    """`codec.key_bytes(ir)` as the pieces it joins, the functions' records as views of `ir`: hashed piece by
+    piece, a large IR is never copied (for an 8 MiB one, `key_bytes` made two copies holding the GIL, 2-5 ms
+    each on a busy 2-core host, during which the event loop could not answer a cache hit). The records are
+    independent: each is what `key_bytes` makes of it alone."""
+    view = memoryview(ir)
+    records = top_records(cast(bytes, view), codec._MAX_TOP_LEVEL, "functions and module attributes")  # it only indexes
+    return [codec.key_bytes(bytes(view[start:end])) if tag >> 3 in _REWRITTEN else view[start:end]
+            for tag, start, _, end in records]
+
+
 def compile_key(
-    ir: bytes,
+    ir: bytes | list[bytes | memoryview],
     target: str,
     options: CompileOptions,
     specialization: Mapping[str, str],
     toolchain: str,
 ) -> str:
-    """64 hex digits naming one compiled kernel; `ir` is the request's IR as `codec.key_bytes` gives it;
-    `options` count by every field (`CompileOptions.key`)."""
+    """64 hex digits naming one compiled kernel; `ir` is the request's IR as `codec.key_bytes` gives it (or
+    `key_pieces`, in pieces); `options` count by every field (`CompileOptions.key`)."""
     header = {
         "v": KEY_VERSION,
         "target": target,
@@ -54,7 +73,8 @@ def compile_key(
     }
     h = hashlib.sha256(json.dumps(header, sort_keys=True).encode())
     h.update(b"\0")
-    h.update(ir)
+    for piece in [ir] if isinstance(ir, bytes) else ir:
+        h.update(piece)
     return h.hexdigest()
 
 

@@ -256,7 +256,7 @@ class CompilePool:
         else:
             self._idle.put_nowait(worker)
 
-    async def compile(self, ir: bytes, target: str, options: CompileOptions) -> dict[str, Any]:
+    async def compile(self, ir: bytes | memoryview, target: str, options: CompileOptions) -> dict[str, Any]:
         """The worker's {"stages", "metadata", "seconds"}; `InvalidArgument` when the kernel does not
         compile, `Internal` when the worker died, `DeadlineExceeded` past the time-out."""
         return await self.run({"ir": ir, "target": target, "options": options.as_dict()})
