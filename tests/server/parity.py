@@ -66,6 +66,8 @@ def check(module: Module, options: CompileOptions, daemon: Daemon, target: str =
             f"from the in-process one ({len(local.cubin)} bytes)")
         assert remote.metadata.get("tensor_maps") == local.metadata.get("tensor_maps"), (
             f"kernel '{name}'{where}: the daemon at {url} describes other tensor maps than the in-process compile")
+        assert remote.metadata.get("num_threads") == local.metadata.get("num_threads"), (
+            f"kernel '{name}'{where}: the daemon at {url} launches blocks of other threads than the in-process compile")
     _CHECKED.add(key)
 
 

@@ -116,26 +116,31 @@ def test_benchmark_kernels(device: Interpreter) -> None:
 
 def test_descriptor_kernels_on_sm_90a(device: Interpreter, nvptx_daemon: Daemon) -> None:
     """benchmarks/gpu.py's descriptor kernels for sm_90a as well, where TMA copies their tiles and stores their
-    results (tensor maps in the metadata) and the persistent kernel's loop nest is flattened: the daemon's cubin
-    and tensor maps are the in-process ones."""
+    results (tensor maps in the metadata) and the persistent kernel's loop nest is flattened, and warp-specialized
+    (its block one warp more): the daemon's cubin, tensor maps and threads are the in-process ones."""
     k: Any = benchmark_kernels()
     h = np.zeros((256, 256), np.float16)
     qkv = np.zeros((512, 64), np.float16)
     cases = [
         (k.matmul_tma_kernel, [[128, 64], [256, 64], [128, 256]], (h, h, h), (256, 256, 256),
-         {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64}),
+         {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64}, 3),
         (k.matmul_tma_persistent_kernel, [[128, 64], [128, 64], [128, 128]], (h, h, h), (256, 256, 256),
-         {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_SIZE_M": 8, "NUM_SMS": 132}),
+         {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_SIZE_M": 8, "NUM_SMS": 132}, 2),
+        (k.matmul_tma_persistent_kernel, [[128, 64], [128, 64], [128, 128]], (h, h, h), (256, 256, 256),
+         {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_SIZE_M": 8, "NUM_SMS": 132, "WARP_SPECIALIZE": True}, 2),
         (k.attention_tma_kernel, [[128, 64], [64, 64], [64, 64], [128, 64]], (qkv,) * 4, (0.125, 256),
-         {"HEAD_DIM": 64, "BLOCK_M": 128, "BLOCK_N": 64, "CAUSAL": True}),
+         {"HEAD_DIM": 64, "BLOCK_M": 128, "BLOCK_N": 64, "CAUSAL": True}, 2),
     ]
     options = CompileOptions(num_warps=8, num_stages=3)
-    for kernel, blocks, bases, scalars, meta in cases:
+    for kernel, blocks, bases, scalars, meta, maps in cases:
         descs = [k.TensorDescriptor.from_tensor(t, b) for t, b in zip(bases, blocks)]
         module = kernel.ir(kernel.specialize(kernel.bind((*descs, *scalars), meta), options), options)
         check(module, options, nvptx_daemon, "sm_90a")
-        # A, B and C (its epilogue's TMA store), or K, V and O
-        assert len(kernels._backend(module, options, "sm_90a").metadata["tensor_maps"]) == 3
+        # A, B and C (the plain matmul's epilogue a TMA store), or A and B, or K and V: the persistent kernel's and
+        # the attention's stores are masked, their offsets not provably non-negative (gpuir.tma._store_fit)
+        metadata = kernels._backend(module, options, "sm_90a").metadata
+        assert len(metadata["tensor_maps"]) == maps
+        assert metadata["num_threads"] == (288 if meta.get("WARP_SPECIALIZE") else 256)
 
 
 @despina.jit

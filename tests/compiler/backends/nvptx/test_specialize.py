@@ -6,8 +6,8 @@ cannot, the loop's `warp_specialized` attribute says why and the kernel compiles
 
 from __future__ import annotations
 
+import importlib.util
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ import despina.language as tl
 pytest.importorskip("llvmlite")
 pytest.importorskip("cuda.bindings.nvjitlink")
 
+ROOT = Path(__file__).resolve().parents[4]
 SIG = "*fp16:16,*fp16:16,*fp16:16,i32,i32,i32:16"
 
 
@@ -116,12 +117,14 @@ def test_a_specialized_loop_has_a_producer_warp_and_no_cta_barrier() -> None:
 
 
 def test_the_flattened_persistent_loop_is_specialized_its_guard_computed_by_the_producer(tmp_path: Any) -> None:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "benchmarks"))
-    import gpu
     import numpy as np
 
     from despina.runtime import kernels
 
+    spec = importlib.util.spec_from_file_location("despina_benchmark_gpu", ROOT / "benchmarks" / "gpu.py")
+    assert spec is not None and spec.loader is not None
+    gpu = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu)
     module = gpu.load_kernels("despina", tmp_path)
     fn, desc = module.matmul_tma_persistent_kernel, module.TensorDescriptor
     a = np.zeros((1024, 1024), np.float16)
