@@ -159,10 +159,33 @@ class Servicer:
         del error  # its traceback holds this frame: the same kind of cycle
         return b""
 
-    async def compile(self, data: bytes, context: grpc.aio.ServicerContext) -> bytes:
+    async def compile(self, requests: Any, context: grpc.aio.ServicerContext) -> bytes:
+        """Compile takes its request as a stream of one message (what a unary call sends), read here rather than
+        by grpc before the handler runs, so that the handler holds the only reference to its bytes: a large
+        request that is refused (past its client's share, IR past the limits) is answered a second later while
+        that client has other checks (`Intake.refusing`), without its bytes meanwhile. Refused at once, six
+        decode bombs sent back to back had the daemon read ~40 a second (8 MiB each, copied twice on the
+        event loop by grpc), and the other clients' cache hits waited behind them."""
+        message = await context.read()
+        received = [b"" if message is grpc.aio.EOF else message]  # no message: an empty request, refused as such
+        del message
+
         async def run() -> Message:
-            self.service.intake.admit(len(data))
-            return compiled(await self.service.compile(compile_request(data)))
+            data = received.pop()
+            size = len(data)
+            try:
+                self.service.intake.admit(size)
+                return compiled(await self.service.compile(compile_request(data)))
+            except ServiceError as e:
+                if size < LARGE:
+                    raise
+                error = _bare(e)
+            del data
+            await self.service.intake.refusing()
+            try:
+                raise error
+            finally:
+                del error  # its traceback holds this frame: no cycle through it
 
         return await self._answer(context, "Compile", run)
 
@@ -231,9 +254,16 @@ class Servicer:
         methods = {"Compile": self.compile, "GetArtifact": self.get_artifact, "Execute": self.execute, "Stats": self.stats,
                    "Tune": self.tune, "ReportTuning": self.report_tuning, "ListTunings": self.list_tunings,
                    "ClearTunings": self.clear_tunings}
-        return grpc.method_handlers_generic_handler(
-            SERVICE, {name: grpc.unary_unary_rpc_method_handler(fn) for name, fn in methods.items()}
-        )
+        handlers = {name: grpc.unary_unary_rpc_method_handler(fn) for name, fn in methods.items() if name != "Compile"}
+        handlers["Compile"] = grpc.stream_unary_rpc_method_handler(self.compile)  # the wire form of a unary call
+        return grpc.method_handlers_generic_handler(SERVICE, handlers)
+
+
+def _bare(error: ServiceError) -> ServiceError:
+    """`error` without the frames it was raised through (its traceback, and the exceptions it replaced), whose
+    locals hold the request that it answers."""
+    error.__traceback__ = error.__context__ = error.__cause__ = None
+    return error
 
 
 def _version() -> str:

@@ -30,6 +30,7 @@ from .workers import CompilePool
 
 _client: contextvars.ContextVar[str] = contextvars.ContextVar("despina_client", default="")
 LARGE = 1 << 20  # bytes of a request that `admit` may refuse before it is parsed
+REFUSAL_WAIT_S = 1.0  # the longest a large request's refusal waits for the client's checks (`refusing`)
 
 
 def peer_host(peer: str) -> str:
@@ -95,6 +96,16 @@ class Intake:
         held = self._held.get(_client.get())
         if size >= LARGE and held is not None and held[1] + size > self.per_client_bytes:
             raise self._refusal(_client.get(), held)
+
+    async def refusing(self, wait_s: float = REFUSAL_WAIT_S) -> None:
+        """Return after `wait_s`, or at once when the client has no checks waiting or running: a transport answers
+        a large request that it refuses (by `admit`, or IR past the limits) then, having let go of its bytes.
+        Refused at once, a client sending large requests back to back has the next one read at once, as fast as
+        the host can read: what the event loop has left for everyone else's cache hits goes to reading them.
+        Each refusal waits its own time, not until the client's checks are answered: six decode bombs answered
+        together came back together, and their bytes arrived together, a burst that the hits waited behind."""
+        if _client.get() in self._held:
+            await asyncio.sleep(wait_s)
 
     def _refusal(self, client: str, held: list[int]) -> ResourceExhausted:
         return ResourceExhausted(

@@ -110,7 +110,8 @@ def _flags(p: argparse.ArgumentParser) -> None:
                    help=f"largest request accepted, in bytes (default: {d.max_request_bytes})")
     p.add_argument("--max-checks-per-client", type=int, default=d.checks_per_client,
                    help="kernels of one client address whose IR may wait for its check in a compile worker; more are"
-                        f" refused at once (default: {d.checks_per_client})")
+                        " refused (a large gRPC request's refusal comes a second later while the client has checks)"
+                        f" (default: {d.checks_per_client})")
     p.add_argument("--http-max-connections", type=int, default=d.http_max_connections,
                    help="HTTP connections at once; past it, the one waiting longest for its request's headers is "
                         f"closed (default: {d.http_max_connections}, fewer when ulimit -n is lower)")

@@ -235,3 +235,70 @@ def test_a_refused_requests_bytes_go_with_its_answer() -> None:
             await server.stop(None)
 
     with_service(body)
+
+
+def test_a_refused_large_request_is_answered_later_without_its_bytes() -> None:
+    """Compile reads its request itself (a stream of one message, as a unary call sends it), so that a large
+    request that is refused, past its client's share or with IR past the limits, is answered a second later
+    while that client has other checks, with nothing holding its bytes meanwhile. A stream of no message is an
+    empty request; small requests are answered at once."""
+    import asyncio
+    import gc
+
+    from despina.server import grpc_transport
+
+    from .conftest import with_service
+    from .faults.attack import decode_bomb
+
+    size = 3 << 20
+    ir = b"\x01" * size
+    bomb = decode_bomb(size // 2, salt=7)
+    sent = [pb.CompileRequest(ir=ir).SerializeToString(), pb.CompileRequest(ir=bomb).SerializeToString()]
+
+    def holders() -> list[str]:
+        """Objects holding a bytes object of the request's size other than the client's own."""
+        gc.collect()
+        mine = [ir, bomb, *sent]
+        return [type(o).__name__ for o in gc.get_objects()
+                if any(isinstance(r, bytes) and len(r) >= size and all(r is not m for m in mine) for r in gc.get_referents(o))]
+
+    async def body(service: Any) -> None:
+        intake = service.intake
+        found: list[str] = []
+        original = intake.refusing
+
+        async def refusing() -> None:  # looked at from the loop while the call waits (its frames suspended)
+            asyncio.get_running_loop().call_later(0.1, lambda: found.extend(holders()))
+            await original(wait_s=0.3)
+
+        intake.refusing = refusing
+        server, port = await grpc_transport.start(service, "127.0.0.1", 0)
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                compile_ = channel.unary_unary(f"/{grpc_transport.SERVICE}/Compile")
+                # This client has a check in flight, and with it its share (the first request) or not (the bomb).
+                for data, held, code, message in ((sent[0], intake.per_client_bytes, "RESOURCE_EXHAUSTED", "already has 1"),
+                                                  (sent[1], 0, "INVALID_ARGUMENT", "past the IR's limits")):
+                    intake._held["127.0.0.1"] = [1, held]
+                    start = time.monotonic()
+                    with pytest.raises(grpc.aio.AioRpcError) as refused:
+                        await compile_(data)
+                    assert refused.value.code().name == code and message in (refused.value.details() or "")
+                    assert time.monotonic() - start >= 0.3 and not found, found
+                    del intake._held["127.0.0.1"]
+
+                async def nothing() -> Any:
+                    return
+                    yield
+
+                with pytest.raises(grpc.aio.AioRpcError) as empty:
+                    await channel.stream_unary(f"/{grpc_transport.SERVICE}/Compile")(nothing())
+                assert empty.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+                assert "carries no IR" in (empty.value.details() or "")
+                hit = pb.CompileRequest(ir=vector_add_ir(salt=unique())).SerializeToString()
+                tiers = [pb.CompileResponse.FromString(await compile_(hit)).tier for _ in range(2)]
+                assert tiers == [pb.COMPILED, pb.MEMORY]
+        finally:
+            await server.stop(None)
+
+    with_service(body)

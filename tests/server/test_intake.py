@@ -141,3 +141,32 @@ def test_a_large_request_is_refused_before_parsing_when_its_clients_share_is_tak
         await asyncio.gather(slow, waiting, return_exceptions=True)
 
     with_intake(body, per_client_bytes=(2 << 20) + 100)
+
+
+def test_a_large_requests_refusal_waits_while_its_client_has_checks() -> None:
+    """A transport answers a large request that it refuses a second later while that client has checks waiting
+    or running, at once otherwise: a client sending large requests back to back then has one read a second, not
+    one each time the last was refused (the event loop reading ~40 decode bombs a second, 8 MiB each)."""
+    async def body(intake: Intake) -> None:
+        loop = asyncio.get_running_loop()
+        with Intake.client_is("a"):
+            start = loop.time()
+            await intake.refusing()  # no checks: at once
+            assert loop.time() - start < 0.5
+        slow = asyncio.ensure_future(intake.pool.compile(vector_add_ir(salt=unique(), fake_sleep=0.5), "sm_90", CompileOptions()))
+        await asyncio.sleep(0.05)
+        with Intake.client_is("a"):
+            check = asyncio.ensure_future(intake.verify(vector_add_ir(salt=unique())))
+            await asyncio.sleep(0.01)
+            with pytest.raises(ResourceExhausted):
+                intake.admit(2 << 20)
+            start = loop.time()
+            await intake.refusing(wait_s=0.2)
+            assert 0.19 < loop.time() - start < 0.45 and not check.done()
+        with Intake.client_is("b"):  # another client's checks are not this one's
+            start = loop.time()
+            await intake.refusing()
+            assert loop.time() - start < 0.5
+        await asyncio.gather(slow, check)
+
+    with_intake(body, per_client_bytes=(2 << 20) + 100)
