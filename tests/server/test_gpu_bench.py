@@ -72,7 +72,8 @@ def test_measure_restores_before_every_launch_and_frees(monkeypatch: pytest.Monk
     work["args"] = [acc.tobytes(), acc.tobytes(), N]
     work["bench"] = {"warmup_ms": 0, "rep_ms": 1, "restore": []}
     executor.run(work)
-    assert [float(s[0]) for s in seen[:3]] == [3.0, 6.0, 9.0]  # nothing restored: it accumulates
+    # Nothing restored: it accumulates, launch after launch (as many as 1 ms of timing runs: on a loaded box, 2)
+    assert len(seen) >= 2 and [float(s[0]) for s in seen] == [3.0 * (i + 1) for i in range(len(seen))]
 
     fail["launch"] = KernelFaultError("CUDA fault", 700)
     with pytest.raises(execute.ExecuteFailure, match="kernel 'acc_kernel' faulted") as fault:
