@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from despina.compiler.ir import types as _t
-from despina.compiler.ir.ops import CACHE_MODIFIERS, EVICTION_POLICIES
+from despina.compiler.ir.ops_memory import CACHE_MODIFIERS, EVICTION_POLICIES
 
 from . import memory
 from .block_ptr import PADDING_OPTIONS, block_dims, scalars

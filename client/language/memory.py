@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from despina.compiler.ir import types as _t
-from despina.compiler.ir.ops import CACHE_MODIFIERS, EVICTION_POLICIES
+from despina.compiler.ir.ops_memory import CACHE_MODIFIERS, EVICTION_POLICIES
 
 from .block_ptr import block_ptr, padding, pointers
 from .core import builder, builtin, tensor, unwrap

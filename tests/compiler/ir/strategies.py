@@ -13,7 +13,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from despina.compiler.ir import ops
+from despina.compiler.ir import ops, ops_memory
 from despina.compiler.ir.builder import Builder
 from despina.compiler.ir.core import Block, Function, Loc, Module, Op, Value
 from despina.compiler.ir.types import (
@@ -355,11 +355,11 @@ class _Gen:
         if p is None or elem_of(p.type).element_ty not in ARITH:
             return False
         value = self.value_of(_pointee(p))
-        sem = {"sem": self.choice(ops.MEM_SEMANTICS), "scope": self.choice(ops.MEM_SCOPES)}
+        sem = {"sem": self.choice(ops_memory.MEM_SEMANTICS), "scope": self.choice(ops_memory.MEM_SCOPES)}
         if self.flip():
             self.emit("atomic_cas", [p, self.value_of(value.type), value], sem)
         else:
-            self.emit("atomic_rmw", [p, value, *self.maybe_mask(p)], dict(sem, kind=self.choice(ops.ATOMIC_KINDS)))
+            self.emit("atomic_rmw", [p, value, *self.maybe_mask(p)], dict(sem, kind=self.choice(ops_memory.ATOMIC_KINDS)))
         return True
 
     def g_dot(self, depth: int) -> bool:
