@@ -1,4 +1,5 @@
-"""The compilation service without a transport: what gRPC and HTTP both call.
+"""The compilation service without a transport: what gRPC and HTTP both call (its requests and responses:
+`messages.py`).
 
     service = CompileService(ServiceConfig(redis_url="redis://localhost:6379/0"))
     await service.start()
@@ -26,12 +27,11 @@ import logging
 import re
 import uuid
 from collections import OrderedDict
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from despina.compiler.ir.codec import IRDecodeError
-from despina.compiler.options import DEFAULTS, CompileOptions, OptionError
+from despina.compiler.options import OptionError
 from despina.runtime import inventory
 
 from . import execute, images
@@ -50,10 +50,11 @@ from .errors import (
     ResourceExhausted,
     ServiceError,
 )
-from .execute import Argument, Buffer
+from .execute import Buffer
 from .intake import LARGE, Intake
 from .keys import compile_key, is_key, key_pieces, toolchain
 from .lines import lines_of
+from .messages import CompileRequest, CompileResponse, ExecuteRequest, ExecuteResponse
 from .metrics import Metrics, counts
 from .tenancy import TENANT, Owners, visible
 from .workers import CompilePool
@@ -67,60 +68,6 @@ SIGNATURES = 1024
 # What a waiting daemon answers for another daemon's failed compile: the same status.
 _SHARED_FAILURES: dict[str, type[ServiceError]] = {
     e.code: e for e in (InvalidArgument, DeadlineExceeded, ResourceExhausted)}
-
-
-# A request's IR: the bytes a transport decoded, or a view of a large gRPC request's own bytes (no copy).
-Blob = bytes | memoryview
-
-
-@dataclass(frozen=True)
-class CompileRequest:
-    ir: Blob
-    target: str = "sm_90"
-    options: CompileOptions = DEFAULTS
-    specialization: Mapping[str, str] = field(default_factory=dict)
-    # The client's CUDA driver (cuDriverGetVersion: 12080 is 12.8); 0 when unknown.
-    driver_version: int = 0
-
-
-@dataclass(frozen=True)
-class CompileResponse:
-    """`image_format` "cubin": `cubin` is what the client loads; "ptx": `ptx` is (its .version
-    lowered for the client's driver) and `cubin` is empty. `digest` is the SHA-256 of that image."""
-
-    key: str
-    cubin: bytes
-    ptx: str
-    metadata: dict[str, Any]
-    digest: str
-    tier: str
-    image_format: str = "cubin"
-
-
-@dataclass(frozen=True)
-class ExecuteRequest:
-    """Run `kernel` on the daemon's GPU over `grid` with `args` (Buffer, int or float; None for an
-    argument that set none). An empty `kernel.target` means the daemon's GPU; `kernel.driver_version`
-    is ignored (the daemon's own driver loads the kernel)."""
-
-    kernel: CompileRequest
-    grid: tuple[int, ...]
-    args: tuple[Argument, ...] = ()
-
-    @property
-    def buffers_nbytes(self) -> int:
-        return execute.buffers_nbytes(self.args)
-
-
-@dataclass(frozen=True)
-class ExecuteResponse:
-    """Every buffer argument after the kernel ran, in argument order; the kernel's cache key, the tier
-    that answered its compile, and the kernel's time on the GPU."""
-
-    buffers: list[Buffer]
-    key: str
-    tier: str
-    seconds: float
 
 
 @dataclass

@@ -23,10 +23,11 @@ from despina.proto import service_pb2 as pb
 from despina.proto.options import from_pb
 
 from . import access, auth
-from .core import MAX_SPECIALIZATION, Blob, CompileRequest, CompileResponse, CompileService, ExecuteRequest
+from .core import MAX_SPECIALIZATION, CompileRequest, CompileResponse, CompileService, ExecuteRequest
 from .errors import Internal, InvalidArgument, PermissionDenied, ServiceError
 from .execute import Argument, Buffer
 from .intake import LARGE, Intake, peer_host
+from .messages import Blob
 from .tenancy import acting_as
 from .tuning import Candidate, Synthetic, TuneArgument, TuneRequest
 
