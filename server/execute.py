@@ -44,6 +44,8 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
+from despina.runtime.driver import block_warps
+
 from .errors import (
     Aborted,
     DeadlineExceeded,
@@ -257,7 +259,7 @@ def job(sig: Signature, key: str, image: bytes, metadata: dict[str, Any], num_wa
         "key": key,
         "name": str(metadata.get("name") or sig.kernel),
         "image": image,
-        "num_warps": int(metadata.get("num_threads") or 32 * int(metadata.get("num_warps") or num_warps)) // 32,
+        "num_warps": block_warps(metadata, num_warps),
         "shared": int(metadata.get("shared") or 0),
         # What a launch needs besides the parameters (runtime/launcher.py): the TMA tensor maps to make from
         # their values; and after the kernel: print, check device_asserts.

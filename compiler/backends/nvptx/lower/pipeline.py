@@ -258,57 +258,56 @@ class _Handoff:
             mbarrier.invalidate(self.ctx, self._tma_barriers())
 
 
-class _Mbarriers(_Handoff):
-    """Slots handed over by a full and an empty mbarrier each, after the slots in the ring's buffer. After
-    its body an iteration arrives on the empty barrier of the slot it read; the copies of iteration
-    i + S-1 go to the slot iteration i-1 read, and wait for that arrival of every thread. (Dots whose
-    group outlives the body, wgmma's asynchronous ones, keep the "barrier" handoff: gpuir.pipeline.)"""
+class _FullAndEmpty(_Handoff):
+    """Slots handed over by a full and an empty mbarrier each, after the slots in the ring's buffer (the full
+    ones, then the empty ones); a reader takes a slot by waiting for its full barrier."""
+
+    def barriers(self) -> list[ir.Value]:
+        return [mbarrier.at(self.ctx, self.offset + MBARRIER_BYTES * k) for k in range(2 * self.plan.slots)]
+
+    def at(self, slot: ir.Value, empty: bool) -> ir.Value:
+        return mbarrier.in_ring(self.ctx, self.offset + (MBARRIER_BYTES * self.plan.slots if empty else 0), slot)
+
+    def take(self, slot: ir.Value, phase: ir.Value) -> None:
+        mbarrier.wait(self.ctx, self.at(slot, empty=False), phase)
+
+
+class _Mbarriers(_FullAndEmpty):
+    """Every thread's copies arrive on their slot's full barrier as they land. After its body an iteration
+    arrives on the empty barrier of the slot it read; the copies of iteration i + S-1 go to the slot
+    iteration i-1 read, and wait for that arrival of every thread. (Dots whose group outlives the body,
+    wgmma's asynchronous ones, keep the "barrier" handoff: gpuir.pipeline.)"""
 
     def __init__(self, ctx: Lowering, plan: LoopPipeline, offset: int) -> None:
         super().__init__(ctx, plan, offset)
         assert not plan.async_dots and not plan.tma and plan.slots == plan.stages
 
-    def _all(self) -> list[ir.Value]:
-        return [mbarrier.at(self.ctx, self.offset + MBARRIER_BYTES * k) for k in range(2 * self.plan.slots)]
-
-    def _at(self, slot: ir.Value, empty: bool) -> ir.Value:
-        return mbarrier.in_ring(self.ctx, self.offset + (MBARRIER_BYTES * self.plan.slots if empty else 0), slot)
-
     def start(self) -> None:
-        mbarrier.init(self.ctx, self._all(), self.ctx.num_threads)
+        mbarrier.init(self.ctx, self.barriers(), self.ctx.num_threads)
 
     def landing(self, slot: ir.Value) -> None:
-        mbarrier.arrive_on_copies(self.ctx, self._at(slot, empty=False))
-
-    def take(self, slot: ir.Value, phase: ir.Value) -> None:
-        mbarrier.wait(self.ctx, self._at(slot, empty=False), phase)
+        mbarrier.arrive_on_copies(self.ctx, self.at(slot, empty=False))
 
     def give_back(self, slot: ir.Value, phase: ir.Value, write: ir.Value, first: ir.Value) -> None:
         b = self.ctx.b
-        mbarrier.arrive(self.ctx, self._at(slot, empty=True))
+        mbarrier.arrive(self.ctx, self.at(slot, empty=True))
         # `write` is the previous iteration's slot: its phase is this one's, or the one before where the
         # ring wrapped (before the first iteration, the last slot's phase 1, which reads as completed).
         wrapped = b.icmp_unsigned("==", write, const(i32, self.plan.slots - 1))
-        mbarrier.wait(self.ctx, self._at(write, empty=True), b.xor(phase, b.zext(wrapped, i32)))
+        mbarrier.wait(self.ctx, self.at(write, empty=True), b.xor(phase, b.zext(wrapped, i32)))
 
     def finish(self) -> None:
         ctx = self.ctx
         ctx.call("llvm.nvvm.cp.async.wait.all", void, [])
         ctx.barrier()
-        mbarrier.invalidate(ctx, self._all())
+        mbarrier.invalidate(ctx, self.barriers())
 
 
-class _Specialized(_Handoff):
-    """Slots handed over to and from a producer warpgroup (`specialize.py`): a full and an empty mbarrier
-    each, set up at the kernel's entry. The producer's copies complete a slot's full barrier, which the
-    consumers wait for; they arrive on its empty barrier once wgmma has retired the group that read it (the
-    iteration after, at its `wait_group 1`), and the producer waits for that before it copies into it again."""
-
-    def _all(self) -> list[ir.Value]:
-        return [mbarrier.at(self.ctx, self.offset + MBARRIER_BYTES * k) for k in range(2 * self.plan.slots)]
-
-    def _at(self, slot: ir.Value, empty: bool) -> ir.Value:
-        return mbarrier.in_ring(self.ctx, self.offset + (MBARRIER_BYTES * self.plan.slots if empty else 0), slot)
+class _Specialized(_FullAndEmpty):
+    """Slots handed over to and from a producer warp (`specialize.py`), the barriers set up at the kernel's
+    entry. The producer's copies complete a slot's full barrier, which the consumers wait for; they arrive on
+    its empty barrier once wgmma has retired the group that read it (the iteration after, at its
+    `wait_group 1`), and the producer waits for that before it copies into it again."""
 
     def start(self) -> None:
         """The barriers are set up at the kernel's entry (`specialize.produce`)."""
@@ -316,19 +315,16 @@ class _Specialized(_Handoff):
     def landing(self, slot: ir.Value) -> None:
         """The producer issues every copy."""
 
-    def take(self, slot: ir.Value, phase: ir.Value) -> None:
-        mbarrier.wait(self.ctx, self._at(slot, empty=False), phase)
-
     def give_back(self, slot: ir.Value, phase: ir.Value, write: ir.Value, first: ir.Value) -> None:
         b = self.ctx.b
         previous = b.select(b.icmp_unsigned("==", slot, const(i32, 0)), const(i32, self.plan.slots - 1),
                             b.sub(slot, const(i32, 1)))
         with b.if_then(b.not_(first)):  # this iteration's wait retired the previous one's group
-            mbarrier.arrive(self.ctx, self._at(previous, empty=True))
+            mbarrier.arrive(self.ctx, self.at(previous, empty=True))
 
     def finish(self) -> None:
         self.ctx.barrier()
-        mbarrier.invalidate(self.ctx, self._all())
+        mbarrier.invalidate(self.ctx, self.barriers())
 
 
 def _write_slot(ctx: Lowering, plan: LoopPipeline, slot: ir.Value) -> ir.Value:
@@ -354,8 +350,8 @@ def pipelined_for(ctx: Lowering, op: Op, args: list[Regs], plan: LoopPipeline) -
             ctx, plan, pipe.barriers)
         hand.start()
         ahead: dict[int, Regs] = {}
-        if specialized:
-            specialize.produce(ctx, op, pipe)
+        if isinstance(hand, _Specialized):
+            specialize.produce(ctx, op, pipe, hand)
         else:
             ahead = {j: list(args[2 + j]) for j in plan.carried}
             for s in range(stages - 1):

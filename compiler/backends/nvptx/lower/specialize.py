@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 import llvmlite.ir as ir
 
 from ....ir.core import Op, Value
-from ...gpuir.pipeline import MBARRIER_BYTES
 from . import mbarrier
 from .context import Lowering
 from .phis import close_phis, for_header
@@ -36,7 +35,7 @@ from .types import const, i1, i32, void
 from .wgmma import align_smem
 
 if TYPE_CHECKING:
-    from .pipeline import _Pipeline
+    from .pipeline import _Pipeline, _Specialized
 
 
 @dataclass(frozen=True)
@@ -87,8 +86,8 @@ def _building(ctx: Lowering, builder: ir.IRBuilder, values: dict[Value, Regs]) -
         ctx.b, ctx.values = saved
 
 
-def produce(ctx: Lowering, loop: Op, pipe: _Pipeline) -> None:
-    """Set up the ring's barriers at the entry and write the producer's code for `loop` (`pipe`)."""
+def produce(ctx: Lowering, loop: Op, pipe: _Pipeline, hand: _Specialized) -> None:
+    """Set up the ring's barriers (`hand`'s) at the entry and write the producer's code for `loop` (`pipe`)."""
     plan = pipe.plan
     producer = plan.producer
     assert producer is not None
@@ -96,7 +95,7 @@ def produce(ctx: Lowering, loop: Op, pipe: _Pipeline) -> None:
     slots = plan.slots
     entry = ir.IRBuilder(groups.setup)
     with _building(ctx, entry, ctx.values):
-        bars = [mbarrier.at(ctx, pipe.barriers + MBARRIER_BYTES * k) for k in range(2 * slots)]
+        bars = hand.barriers()
         with entry.if_then(entry.icmp_unsigned("==", ctx.tid, const(i32, 0))):
             for k, bar in enumerate(bars):
                 ctx.call("llvm.nvvm.mbarrier.init.shared", void, [bar, const(i32, 1 if k < slots else ctx.num_threads)])
@@ -119,8 +118,7 @@ def produce(ctx: Lowering, loop: Op, pipe: _Pipeline) -> None:
             carried = [list(ctx.get(loop.operands[2 + j])) for j in plan.carried]
             header, exit_, ((iv,), (slot,), (phase,), *rows) = for_header(
                 ctx, [[lo], [const(i32, 0)], [const(i32, 0)], *carried], pipe.signed, hi)
-            empty = mbarrier.in_ring(ctx, pipe.barriers + MBARRIER_BYTES * slots, slot)
-            mbarrier.wait(ctx, empty, b.xor(phase, const(i32, 1)))
+            mbarrier.wait(ctx, hand.at(slot, empty=True), b.xor(phase, const(i32, 1)))
             after = pipe.produce(iv, dict(zip(plan.carried, map(list, rows))), slot)
             wraps = b.icmp_unsigned("==", slot, const(i32, slots - 1))
             close_phis([[iv], [slot], [phase], *rows],
