@@ -22,7 +22,9 @@ launch's arguments:
   16 bytes;
 - a load's tile feeds a dot that wgmma takes (directly or through `tl.trans`) inside a loop, where
   the copies replace the loop's `cp.async` traffic (an mma.sync dot's loop keeps its cp.async
-  pipeline, handed over by mbarriers). A store may write any tile.
+  pipeline, handed over by mbarriers); a store's 2-D tile is a dot's result (a matmul's epilogue), and
+  its offsets are provably non-negative and 16-byte aligned along the rows (`_store_fit` says what the
+  H200 ran otherwise).
 
 Every other descriptor access is expanded to a masked tile load or store (`passes/descriptors.py`).
 Out of the tensor's bounds TMA writes zeros (or NaN, with `padding_option="nan"`) into a loaded box,
@@ -39,6 +41,7 @@ from typing import Any
 from ...ir.core import Function, Op, Value
 from ...ir.types import PointerType, ScalarType, shape_of
 from ...passes.descriptors import DESCRIPTOR_OPS
+from ...passes.rewrite import constant_value
 from .accelerate import wgmma_fit
 from .shared import SwizzledShared, operand_swizzle
 
@@ -138,7 +141,7 @@ def _multiple(v: Value, n: int, depth: int = 0) -> bool:
         return False
     name, args = owner.name, owner.operands
     if name == "constant":
-        value = owner.attrs.get("value")
+        value = constant_value(v)
         return isinstance(value, int) and not isinstance(value, bool) and value >= 0 and value % n == 0
     if name == "program_id":
         return n == 1
@@ -151,9 +154,8 @@ def _multiple(v: Value, n: int, depth: int = 0) -> bool:
     if name == "rem":  # a remainder takes the dividend's sign
         return n == 1 and _multiple(args[0], 1, depth + 1)
     if name == "floordiv":
-        divisor = args[1].owner
-        return (n == 1 and _multiple(args[0], 1, depth + 1) and isinstance(divisor, Op) and divisor.name == "constant"
-                and isinstance(divisor.attrs.get("value"), int) and divisor.attrs["value"] > 0)
+        divisor = constant_value(args[1])
+        return n == 1 and _multiple(args[0], 1, depth + 1) and isinstance(divisor, int) and divisor > 0
     return False
 
 
