@@ -42,7 +42,7 @@ from __future__ import annotations
 from ..ir.core import Block, Function, Op, Value
 from ..ir.ops import OPS
 from ..ir.types import ScalarType, TileType
-from .rewrite import Emitter, Subst, clone_op, constant_value, replace_results, rewrite_block
+from .rewrite import Emitter, Subst, clone_op, constant_value, feeding, replace_results, rewrite_block
 
 ATTR = "flatten"
 RESULT = "flattened"
@@ -106,19 +106,6 @@ def why_not(loop: Op) -> str | None:
     return None
 
 
-def _feeding(ops: list[Op], roots: list[Value]) -> list[Op]:
-    """The ops of `ops` (a block's, in order) that compute `roots`."""
-    made = {r: op for op in ops for r in op.results}
-    need: set[Op] = set()
-    work = list(roots)
-    while work:
-        op = made.get(work.pop())
-        if op is not None and op not in need:
-            need.add(op)
-            work.extend(op.operands)
-    return [op for op in ops if op in need]
-
-
 def _tile_values(loop: Op, pre: list[Op], inner: Op) -> list[Value] | None:
     """The values of `pre` that the inner loop's body reads, to be carried from one tile to the next; None
     where one is a tile or `pre` reads the outer loop's carried values (then `pre` runs every iteration)."""
@@ -128,7 +115,7 @@ def _tile_values(loop: Op, pre: list[Op], inner: Op) -> list[Value] | None:
         read += [v for v in op.operands if v in made and v not in read]
     outer = set(loop.regions[0].args[1:])
     if any(isinstance(v.type, TileType) for v in read) or any(
-            v in outer for op in _feeding(pre, read) for v in op.operands):
+            v in outer for op in feeding(pre, read) for v in op.operands):
         return None
     return read
 
@@ -169,7 +156,7 @@ def _flatten(loop: Op) -> tuple[list[Op], list[Value]]:
     t, ki = flat.args[-2:]
     k = e.op("add", klo, e.op("mul", ki, kstep))
     mapping: Subst = {body.args[0]: t, **dict(zip(body.args[1:], outer_args))}
-    flat.ops += [clone_op(op, mapping) for op in (pre if carry is None else _feeding(pre, list(inner.operands[3:])))]
+    flat.ops += [clone_op(op, mapping) for op in (pre if carry is None else feeding(pre, list(inner.operands[3:])))]
     mapping.update(zip(carry or [], tile_args))
     starts = e.op("cmp", ki, e.const(0, ty), pred="eq")
     entering = []
@@ -202,7 +189,7 @@ def _flatten(loop: Op) -> tuple[list[Op], list[Value]]:
     if carry:  # the next tile's values of `pre`, on a tile's last K step alone
         ahead = Block()
         amap: Subst = {body.args[0]: stepped}
-        ahead.ops += [clone_op(op, amap) for op in _feeding(pre, carry)]
+        ahead.ops += [clone_op(op, amap) for op in feeding(pre, carry)]
         ahead.ops.append(Op("yield", [amap[v] for v in carry], [], {}, (), loop.loc))
         stay = Block()
         stay.ops.append(Op("yield", list(tile_args), [], {}, (), loop.loc))

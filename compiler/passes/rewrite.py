@@ -90,6 +90,19 @@ def constant_value(v: Value) -> Any | None:
     return None
 
 
+def feeding(ops: list[Op], roots: list[Value]) -> list[Op]:
+    """The ops of `ops` (in program order) that compute `roots`, directly or through each other."""
+    made = {r: op for op in ops for r in op.results}
+    need: set[Op] = set()
+    work = list(roots)
+    while work:
+        op = made.get(work.pop())
+        if op is not None and op not in need:
+            need.add(op)
+            work.extend(op.operands)
+    return [op for op in ops if op in need]
+
+
 def clone_block(block: Block, mapping: Subst) -> Block:
     """A deep copy of `block`; operands are looked up in `mapping`, which gains the copy's values."""
     new = Block([a.type for a in block.args], [a.hint for a in block.args])

@@ -35,6 +35,7 @@ from dataclasses import dataclass, replace
 
 from ...ir.core import Block, Op, Value
 from ...ir.types import TileType
+from ...passes.rewrite import feeding
 from .assign import GpuFunction
 from .ops import gpu_opdef
 from .pipeline import describe
@@ -89,22 +90,13 @@ def _producer(gpu: GpuFunction, loop: Op) -> Producer | str:
             return f"the copies' coordinates take a tile ('{op.name}'): the producer computes scalars alone"
         roots += [v for o in op.walk() for v in o.operands if v not in inside]
     roots += [v for a in plan.loads for v in a.load.operands if v not in inside]
-    args = set(gpu.fn.args)
-    made = {r: o for o in gpu.fn.walk() for r in o.results}
-    need: set[Op] = set()
-    work = [v for v in roots if v not in args]
-    while work:
-        owner = made.get(work.pop())
-        if owner is None or owner in need:
-            continue
-        if owner.regions or gpu_opdef(owner.name).side_effects or owner.name in ("load", "descriptor_load") or any(
-                isinstance(r.type, TileType) for r in owner.results):
-            return (f"the producer computes the loop's bounds and coordinates itself, and '{owner.name}' outside the "
+    inputs = feeding(list(gpu.fn.walk()), roots)
+    for op in inputs:
+        if op.regions or gpu_opdef(op.name).side_effects or op.name in ("load", "descriptor_load") or any(
+                isinstance(r.type, TileType) for r in op.results):
+            return (f"the producer computes the loop's bounds and coordinates itself, and '{op.name}' outside the "
                     "loop is not scalar arithmetic")
-        need.add(owner)
-        work += [v for v in owner.operands if v not in args]
-    inputs = tuple(o for o in gpu.fn.walk() if o in need)
-    return Producer(inputs, tuple((op.operands[0], i == 0) for op, i in path))
+    return Producer(tuple(inputs), tuple((op.operands[0], i == 0) for op, i in path))
 
 
 def specialize_warps(gpu: GpuFunction) -> None:
