@@ -33,7 +33,8 @@ class UsageError(Exception):
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("kernel", metavar="FILE.py:KERNEL", help="the Python file and the @despina.jit kernel in it")
     p.add_argument("--signature", "-s", required=True,
-                   help="one type per run-time parameter, in order: '*fp32:16,*fp32:16,i32' (':16' aligned/divisible)")
+                   help="one type per run-time parameter, in order: '*fp32:16,*fp32:16,i32' (':16' aligned/divisible); "
+                        "'tensordesc<fp16[128,64]>:16' for a host TensorDescriptor")
     p.add_argument("--constexpr", "-c", action="append", default=[], metavar="NAME=VALUE",
                    help="a constexpr by name (repeatable): a Python literal, tl.<dtype>, or else a string")
     p.add_argument("--target", default="sm_90", help="sm_80, sm_86, sm_89, sm_90 or sm_90a (default: sm_90)")

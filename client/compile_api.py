@@ -26,7 +26,7 @@ from despina.compiler.ir.printer import print_module
 from despina.language.core import constexpr
 
 from .jit import JITFunction, build_module
-from .signature import Signature, SignatureEntry, SignatureError, bind
+from .signature import DescriptorEntry, Entry, Signature, SignatureError, bind
 
 _INSPECT_NO_SASS = "no SASS: nvdisasm was not found; install it with `pip install nvidia-cuda-nvdisasm`"
 DAEMON_STAGES = ("ir", "gpuir", "llir", "ptx", "sass", "cubin")
@@ -143,9 +143,10 @@ def as_jit_function(kernel: Any) -> JITFunction:
 
 
 def specialize(fn: JITFunction, signature: Signature, constexprs: Mapping[str, Any]
-               ) -> tuple[list[tuple[str, Any]], dict[str, Any], dict[str, SignatureEntry], dict[str, Any]]:
+               ) -> tuple[list[tuple[str, Any]], dict[str, Any], dict[str, Entry], dict[str, Any]]:
     """What `JITFunction.specialize` gives the frontend, from a signature: the parameters (an IR
-    type or a constexpr each), the module attributes, the entries and the constexpr values."""
+    type or a constexpr each, a tensor descriptor as its DescriptorArg and then its parts, as a launch
+    flattens a host TensorDescriptor), the module attributes, the entries and the constexpr values."""
     unknown = sorted(set(constexprs) - set(fn.arg_names))
     if unknown:
         raise SignatureError(f"kernel '{fn.__name__}' has no parameter {', '.join(map(repr, unknown))}; "
@@ -159,21 +160,25 @@ def specialize(fn: JITFunction, signature: Signature, constexprs: Mapping[str, A
                 raise SignatureError(f"kernel '{fn.__name__}': constexpr '{p.name}' needs a value: "
                                      f"pass constexprs={{'{p.name}': ...}}")
             consts[p.name] = p.default
-    names = [n for n in fn.arg_names if n not in consts]
-    entries = bind(signature, names, fn.__name__)
+    entries = bind(signature, [n for n in fn.arg_names if n not in consts], fn.__name__)
     params: list[tuple[str, Any]] = []
     divisible: list[int] = []
     equal_to_1: list[int] = []
+    index = 0  # of the run-time parameter, among the kernel's IR parameters
     for name in fn.arg_names:
         if name in consts:
             params.append((name, constexpr(consts[name])))
             continue
-        entry, index = entries[name], names.index(name)
-        params.append((name, entry.type))
-        if entry.hint == 16:
-            divisible.append(index)
-        elif entry.hint == 1:
-            equal_to_1.append(index)
+        entry = entries[name]
+        if isinstance(entry, DescriptorEntry):
+            params.append((name, constexpr(entry.arg)))
+        for part, e in entry.parts(name) if isinstance(entry, DescriptorEntry) else [(name, entry)]:
+            params.append((part, e.type))
+            if e.hint == 16:
+                divisible.append(index)
+            elif e.hint == 1:
+                equal_to_1.append(index)
+            index += 1
     attrs = {"divisibility": divisible, "equal_to_1": equal_to_1}
     return params, attrs, entries, consts
 
@@ -189,7 +194,8 @@ def compile(
     **options: Any,
 ) -> CompiledKernel:
     """Compile `kernel` for `signature` (Triton's grammar: `"*fp32:16,*fp32:16,*fp32:16,i32"`, one
-    entry per run-time parameter in order) and `constexprs` (by name) to a cubin for `target`
+    entry per run-time parameter in order; `tensordesc<fp16[128,64]>` for a host TensorDescriptor, see
+    `despina.signature`) and `constexprs` (by name) to a cubin for `target`
     (sm_80, sm_86, sm_89, sm_90, sm_90a). Needs `despina[compiler]`, or a daemon to compile on; no GPU.
     `num_warps`, `num_stages` and the other `options` (`maxnreg`, `enable_fp_fusion`, `num_ctas`) are
     the `despina.CompileOptions` a launch takes; None or left out: the defaults.

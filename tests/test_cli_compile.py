@@ -128,6 +128,36 @@ def test_emit_sass(source, capsys):
         assert code == 0 and "LDG.E.128" in captured.out
 
 
+DESCRIPTOR_KERNEL = textwrap.dedent(
+    """
+    import despina
+    import despina.language as tl
+
+
+    @despina.jit
+    def copy_rows(x_desc, y_desc, BLOCK: tl.constexpr):
+        off = tl.program_id(0) * BLOCK
+        y_desc.store([off, 0], x_desc.load([off, 0]))
+    """
+)
+
+
+def test_a_descriptor_signature(tmp_path, capsys):
+    """`tensordesc<...>` entries (commas inside them) name host TensorDescriptor parameters, as with despina.compile."""
+    path = tmp_path / "descriptor_kernel.py"
+    path.write_text(DESCRIPTOR_KERNEL)
+    argv = ["compile", f"{path}:copy_rows", "-c", "BLOCK=64", "--emit", "ir"]
+    code, err = run_error([*argv, "-s", "tensordesc<fp16[64,32]>:16,tensordesc<fp16[64,24]>"], capsys)
+    assert code == 2 and "signature entry 'tensordesc<fp16[64,24]>': block_shape [64, 24] must hold powers of two" in err
+    pytest.importorskip("llvmlite")
+    assert main([*argv, "-s", "tensordesc<fp16[64, 32]>:16,tensordesc<fp16[64,32]>"]) == 0
+    ir = capsys.readouterr().out
+    assert "func @copy_rows(%0: ptr<fp16>, %1: int32, %2: int32, %3: int32, %4: ptr<fp16>, %5: int32, %6: int32, " \
+           "%7: int32) kernel" in ir
+    assert '"x_desc.base", "x_desc.shape0", "x_desc.shape1", "x_desc.stride0", "y_desc.base"' in ir
+    assert "divisibility = [0, 1, 2, 3, 4]" in ir
+
+
 # ---- through a daemon (DESPINA_SERVER): the same bytes for every stage ------------------------------
 
 

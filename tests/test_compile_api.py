@@ -1,5 +1,6 @@
-"""`despina.compile`: Triton's signature grammar, constexprs by name, the module built as the JIT
-builds it, every stage of the NVPTX backend kept, and `inspect_*`."""
+"""`despina.compile`: a signature (tests/test_signature.py reads its entries) and constexprs by name,
+the module built as the JIT builds it (host tensor descriptors too: the same IR, PTX and tensor maps),
+every stage of the NVPTX backend kept, and `inspect_*`."""
 
 from __future__ import annotations
 
@@ -19,10 +20,12 @@ import despina
 import despina.language as tl
 from despina.compile_api import build_module, specialize
 from despina.compiler.ir.printer import print_module
-from despina.compiler.ir.types import PointerType, ScalarType, float32, int32
+from despina.compiler.ir.types import PointerType, float32, int32
 from despina.compiler.options import CompileOptions
 from despina.runtime import kernels
-from despina.signature import SignatureError, parse_entry
+from despina.signature import SignatureError
+from despina.specialization import Specialization
+from despina.tools.tensor_descriptor import TensorDescriptor
 
 
 @despina.jit
@@ -44,49 +47,7 @@ def scale_kernel(x_ptr, bias_ptr, n, scale, BLOCK: tl.constexpr = 128):
 SIG = "*fp32:16,*fp32:16,*fp32:16,i32:16"
 
 
-# ---- the signature grammar ---------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("text", "ty", "hint"),
-    [
-        ("*fp32:16", PointerType(float32), 16),
-        (" i32 ", int32, 0),
-        ("i32:1", int32, 1),
-        ("u64", ScalarType("uint64"), 0),
-        ("*bf16", PointerType(ScalarType("bf16")), 0),
-        ("i1", ScalarType("int1"), 0),
-        ("int32:16", int32, 16),
-        ("**fp16", PointerType(PointerType(ScalarType("fp16"))), 0),
-        ("*fp8e4nv:16", PointerType(ScalarType("fp8e4nv")), 16),
-        ("*fp8e5", PointerType(ScalarType("fp8e5")), 0),
-    ],
-)
-def test_entries_parse(text, ty, hint):
-    entry = parse_entry(text)
-    assert (entry.type, entry.hint) == (ty, hint)
-
-
-def test_entries_print_in_triton_names():
-    assert [str(parse_entry(t)) for t in ("*f32:16", "int64", "uint8:16", "bf16")] == ["*fp32:16", "i64", "u8:16", "bf16"]
-
-
-@pytest.mark.parametrize(
-    ("text", "message"),
-    [
-        ("*f33", "unknown type '\\*f33'"),
-        ("i32:8", "use :16"),
-        ("i32:x", "not a number"),
-        ("fp32:16", "pointers and integers only"),
-        ("*fp32:1", "integers only"),
-        ("i1:16", "pointers and integers only"),
-        ("", "empty signature entry"),
-        ("fp8e4nv", "fp8 arguments are arrays \\('\\*fp8e4nv'\\)"),
-    ],
-)
-def test_bad_entries_are_clear_errors(text, message):
-    with pytest.raises(SignatureError, match=message):
-        parse_entry(text)
+# ---- the signature and the kernel --------------------------------------------------------------
 
 
 def test_signature_must_fit_the_kernel():
@@ -223,6 +184,106 @@ def test_no_nvdisasm_is_a_clear_error(compiled, monkeypatch):
     assert again.inspect_ptx() == compiled.inspect_ptx()
 
 
+# ---- host tensor descriptors: `tensordesc<...>` entries build what a launch with TensorDescriptors builds --
+
+
+@despina.jit
+def desc_matmul_kernel(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                       BLOCK_K: tl.constexpr):
+    """benchmarks/kernels.py's matmul_tma_kernel: A [M, K], B [N, K] (K-major) and C through host TensorDescriptors."""
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in tl.range(0, K, BLOCK_K):
+        a = a_desc.load([pid_m * BLOCK_M, k])
+        b = b_desc.load([pid_n * BLOCK_N, k])
+        acc = tl.dot(a, b.T, acc)
+    c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(tl.float16))
+
+
+@despina.jit
+def desc_nan_kernel(x_desc, out_ptr, n, BLOCK: tl.constexpr):
+    rows = tl.arange(0, BLOCK)
+    tile = x_desc.load([tl.program_id(0) * BLOCK, 0])
+    tl.store(out_ptr + rows[:, None] * BLOCK + rows[None, :], tile, mask=rows[:, None] < n)
+
+
+DESC_META = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}
+DESC_BLOCKS = ([128, 64], [128, 64], [128, 128])
+# A launch's (M, N, K), and the signature of what its specialization proves: sizes and strides that are multiples
+# of 16 (TMA's case), or none of them (8 mod 16: rows still whole 16-byte units, as a TensorDescriptor requires).
+DESC_CASES = {
+    "multiples of 16": ((256, 256, 256), "tensordesc<fp16[128,64]>:16,tensordesc<fp16[128, 64]>:16,"
+                                         "tensordesc<fp16[128,128]>:16,i32:16,i32:16,i32:16"),
+    "no hints": ((200, 136, 72), "tensordesc<fp16[128,64]>,tensordesc<fp16[128,64]>,tensordesc<fp16[128,128]>,i32,i32,i32"),
+}
+DESC_OPTIONS = CompileOptions(num_warps=8, num_stages=3)
+
+
+def desc_launch(case: str) -> Specialization:
+    """The specialization of a launch of desc_matmul_kernel with host TensorDescriptors of the case's sizes."""
+    (m, n, k), _ = DESC_CASES[case]
+    arrays = (np.zeros((m, k), np.float16), np.zeros((n, k), np.float16), np.zeros((m, n), np.float16))
+    descs = [TensorDescriptor.from_tensor(t, block) for t, block in zip(arrays, DESC_BLOCKS)]
+    return desc_matmul_kernel.specialize(desc_matmul_kernel.bind((*descs, m, n, k), DESC_META), DESC_OPTIONS)
+
+
+def typed(params):
+    return [(n, p.value if isinstance(p, tl.constexpr) else p) for n, p in params]
+
+
+@pytest.mark.parametrize("case", DESC_CASES)
+def test_a_descriptor_signature_specializes_as_a_launch_does(case):
+    """A `tensordesc<...>` entry is the launch's DescriptorArg, then its base, sizes and strides with the hints
+    its values give; the tile IR is the JIT's."""
+    spec = desc_launch(case)
+    params, attrs, entries, _ = specialize(desc_matmul_kernel, DESC_CASES[case][1], DESC_META)
+    assert typed(params) == typed(spec.params)
+    assert attrs == {k: v for k, v in spec.attrs.items() if k in ("divisibility", "equal_to_1")}
+    assert [str(e) for e in entries.values()][1] == ("tensordesc<fp16[128,64]>:16" if case == "multiples of 16"
+                                                     else "tensordesc<fp16[128,64]>")
+    attrs.update(num_warps=8, num_stages=3)
+    module = desc_matmul_kernel.ir(spec, DESC_OPTIONS)
+    assert print_module(build_module(desc_matmul_kernel, params, attrs, debug=False)[0]) == print_module(module)
+
+
+def test_a_descriptors_padding_is_part_of_its_entry():
+    x = np.zeros((64, 16), np.float32)
+    options = CompileOptions()
+    bound = desc_nan_kernel.bind((TensorDescriptor.from_tensor(x, [16, 16], padding="nan"), x, 64), {"BLOCK": 16})
+    module = desc_nan_kernel.ir(desc_nan_kernel.specialize(bound, options), options)
+    params, attrs, _, _ = specialize(desc_nan_kernel, "tensordesc<fp32[16,16],padding=nan>:16,*fp32:16,i32:16",
+                                     {"BLOCK": 16})
+    attrs.update(num_warps=4, num_stages=3)
+    assert print_module(build_module(desc_nan_kernel, params, attrs, debug=False)[0]) == print_module(module)
+    assert 'padding = "nan"' in print_module(module)
+
+
+@pytest.mark.parametrize("case", DESC_CASES)
+@pytest.mark.parametrize("target", ["sm_90a", "sm_90"])
+def test_a_descriptor_matmul_compiles_to_the_jits_ptx(case, target, fresh_cache):
+    """On sm_90a TMA copies the tiles of a launch whose sizes and strides are multiples of 16 (three tensor maps
+    in the metadata), not those of the other; sm_90 has no TMA. Either way the AOT kernel is the JIT's, compiled
+    apart (no cache between them)."""
+    spec = desc_launch(case)
+    module = desc_matmul_kernel.ir(spec, DESC_OPTIONS)
+    jit = kernels._backend(module, DESC_OPTIONS, target)
+    k = despina.compile(desc_matmul_kernel, DESC_CASES[case][1], DESC_META, num_warps=8, num_stages=3, target=target)
+    assert k.tier == "compiled"
+    assert k.inspect_ir() == print_module(module)
+    assert k.inspect_ptx() == jit.asm["ptx"] and f".target {target}" in k.inspect_ptx()
+    timed = ("link_log",)  # ptxas's own compile time
+    assert {n: v for n, v in k.metadata.items() if n not in timed} == {
+        "name": jit.name, **{n: v for n, v in jit.metadata.items() if n not in timed}}
+    assert k.cubin == jit.cubin
+    maps = k.metadata.get("tensor_maps") or []
+    assert len(maps) == (3 if (target, case) == ("sm_90a", "multiples of 16") else 0)
+    if maps:
+        assert "cp.async.bulk.tensor" in k.inspect_ptx()
+        assert maps[0] == {"dtype": "fp16", "base": {"arg": 0}, "shape": [{"arg": 1}, {"arg": 2}], "strides": [{"arg": 3}],
+                           "box": [128, 64], "swizzle": 128, "fill": "zero"}
+
+
 # ---- the caches: despina.compile keeps what it compiles, as kernel[grid] does ------------------
 
 
@@ -306,6 +367,30 @@ def test_every_stage_with_and_without_a_daemon(compiled, nvptx_daemon, scheme, s
     assert k.stage(stage) == compiled.stage(stage)
     if stage in INSPECT:
         assert getattr(k, INSPECT[stage])() == getattr(compiled, INSPECT[stage])()
+
+
+@pytest.fixture(scope="module")
+def desc_compiled() -> despina.CompiledKernel:
+    return despina.compile(desc_matmul_kernel, DESC_CASES["multiples of 16"][1], DESC_META, num_warps=8, num_stages=3,
+                           target="sm_90a")
+
+
+@pytest.mark.parametrize("scheme", ["grpc", "http"])
+def test_a_descriptor_signature_compiles_on_a_daemon(desc_compiled, nvptx_daemon, scheme, monkeypatch):
+    """The daemon takes the module of a `tensordesc` signature as it takes the JIT's: the same PTX, cubin and
+    tensor maps as in-process."""
+    monkeypatch.setenv("DESPINA_SERVER_REQUIRED", "1")
+    despina.set_server(nvptx_daemon.grpc if scheme == "grpc" else nvptx_daemon.http)
+    try:
+        k = despina.compile(desc_matmul_kernel, DESC_CASES["multiples of 16"][1], DESC_META, num_warps=8, num_stages=3,
+                            target="sm_90a")
+    finally:
+        despina.set_server(None)
+    assert k.tier == "daemon" and k.signature == desc_compiled.signature
+    assert (k.cubin, k.inspect_ptx()) == (desc_compiled.cubin, desc_compiled.inspect_ptx())
+    assert len(k.metadata["tensor_maps"]) == 3
+    for key in ("tensor_maps", "num_threads", "shared"):
+        assert k.metadata[key] == desc_compiled.metadata[key]
 
 
 def test_the_fallback_warning_points_at_the_users_line(compiled, monkeypatch):

@@ -108,7 +108,7 @@ def make_tensor_descriptor(base: Any, shape: Any, strides: Any, block_shape: Any
     p = unwrap(base)
     if not isinstance(p, tensor) or p.shape or not isinstance(p.dtype, _t.PointerType):
         raise TypeError(f"{fn}'s base must be a pointer, got {p!r}")
-    dims = _dims(block_shape, p.dtype.element_ty, fn)
+    dims = check_block_shape(block_shape, p.dtype.element_ty, fn)
     rank = len(dims)
     items = unwrap(strides)
     items = list(items) if isinstance(items, (tuple, list)) else [items]
@@ -121,10 +121,14 @@ def make_tensor_descriptor(base: Any, shape: Any, strides: Any, block_shape: Any
                          "pass 1, or permute the tensor so that its contiguous dimension comes last")
     return tensor_descriptor(p, scalars(shape, rank, "shape", _t.int64, fn),
                              scalars(items, rank, "strides", _t.int64, fn), dims,
-                             _padding(padding_option, p.dtype.element_ty, fn))
+                             check_padding(padding_option, p.dtype.element_ty, fn))
 
 
-def _dims(block_shape: Any, elem: _t.ElemType, fn: str) -> tuple[int, ...]:
+def check_block_shape(block_shape: Any, elem: _t.ElemType, fn: str) -> tuple[int, ...]:
+    """`block_shape` as a descriptor of `elem`s takes it (powers of two, rank 1 to MAX_RANK, at most
+    MAX_TILE_NUMEL elements, MIN_ROW_BYTES along the last dimension); a ValueError or TypeError that
+    starts with `fn` otherwise. The same rules for `tl.make_tensor_descriptor`, a host TensorDescriptor
+    rebuilt in a kernel and a `tensordesc<...>` signature entry (`despina.signature`)."""
     if not isinstance(elem, _t.ScalarType) or elem == _t.int1:
         raise TypeError(f"{fn}: tensor descriptors take tensors of numbers of 8 bits or more, not of {elem}")
     dims = block_dims(block_shape, fn)
@@ -142,7 +146,8 @@ def _dims(block_shape: Any, elem: _t.ElemType, fn: str) -> tuple[int, ...]:
     return dims
 
 
-def _padding(option: Any, elem: _t.ElemType, fn: str) -> str:
+def check_padding(option: Any, elem: _t.ElemType, fn: str) -> str:
+    """`option`, "zero" or "nan" ("nan" for floating-point `elem`s only); a ValueError that starts with `fn` otherwise."""
     option = unwrap(option)
     if option not in PADDING_OPTIONS[1:]:
         raise ValueError(f"{fn}: padding_option must be 'zero' or 'nan', got {option!r}")
@@ -194,10 +199,10 @@ class DescriptorArg:
         parts = [scope.pop(n) for n in self.names(name)]
         rank = len(self.block_shape)
         base = parts[0]
-        dims = _dims(self.block_shape, base.dtype.element_ty, fn)
+        dims = check_block_shape(self.block_shape, base.dtype.element_ty, fn)
         shape = tuple(cast(s, _t.int64) for s in parts[1:1 + rank])
         strides = tuple(cast(s, _t.int64) for s in parts[1 + rank:]) + (to_tensor(1, _t.int64),)
-        return tensor_descriptor(base, shape, strides, dims, _padding(self.padding, base.dtype.element_ty, fn))
+        return tensor_descriptor(base, shape, strides, dims, check_padding(self.padding, base.dtype.element_ty, fn))
 
 
 def flatten(name: str, value: Any) -> list[tuple[str, Any]] | None:
