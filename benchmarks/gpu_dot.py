@@ -196,7 +196,8 @@ def persistent_matmul(kernels: dict[str, ModuleType], quick: bool) -> list[list[
 
 def attention_tma(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
     """The attention forward pass with Q, K, V and O through host TensorDescriptors (`attention_tma_kernel`),
-    fp16, TFLOP/s, beside PyTorch's scaled_dot_product_attention; the cases and configs of `attention`."""
+    fp16, TFLOP/s, beside PyTorch's scaled_dot_product_attention; the cases and configs of `attention`, as
+    written and warp-specialized (`ws`: WARP_SPECIALIZE, both compilers)."""
     import torch
 
     rows = []
@@ -204,7 +205,7 @@ def attention_tma(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]
         q, k, v = (torch.randn((batch * heads * n_ctx, dim), device="cuda", dtype=torch.float16) for _ in range(3))
         q4, k4, v4 = (t.view(batch, heads, n_ctx, dim) for t in (q, k, v))
         grid = (math.ceil(n_ctx / bm), batch * heads)
-        for causal in (False, True):
+        for causal, ws in ((causal, ws) for causal in (False, True) for ws in (False, True)):
             ref = torch.nn.functional.scaled_dot_product_attention(q4, k4, v4, is_causal=causal).view_as(q)
             cells: list[Cell] = []
             for name in ("despina", "triton"):
@@ -213,16 +214,16 @@ def attention_tma(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]
                 args = (desc.from_tensor(q, [bm, dim]), desc.from_tensor(k, [bn, dim]), desc.from_tensor(v, [bn, dim]),
                         desc.from_tensor(out, [bm, dim]), 1 / math.sqrt(dim), n_ctx)
                 f = kernels[name].attention_tma_kernel
-                cells.append((lambda f=f, args=args, causal=causal: f[grid](*args, HEAD_DIM=dim, BLOCK_M=bm, BLOCK_N=bn,
-                                                                           CAUSAL=causal, num_warps=warps,
-                                                                           num_stages=stages),
+                cells.append((lambda f=f, args=args, causal=causal, ws=ws: f[grid](
+                                  *args, HEAD_DIM=dim, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal, WARP_SPECIALIZE=ws,
+                                  num_warps=warps, num_stages=stages),
                               lambda out=out, ref=ref: torch.testing.assert_close(out, ref, rtol=2e-2, atol=2e-2)))
             cells.append((lambda causal=causal: torch.nn.functional.scaled_dot_product_attention(
                 q4, k4, v4, is_causal=causal), None))
             flops = 4 * batch * heads * n_ctx * n_ctx * dim * (0.5 if causal else 1)
             times = side_by_side(cells, lambda ms: flops / ms * 1e-9, 1 if quick else ROUNDS)
             rows.append([f"({batch},{heads},{n_ctx},{dim}) {'causal' if causal else 'full'} {bm}x{bn} w{warps} "
-                         f"s{stages}", *times, *triton_resources(cells)])
+                         f"s{stages}{' ws' if ws else ''}", *times, *triton_resources(cells)])
     return rows
 
 

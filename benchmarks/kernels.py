@@ -123,7 +123,8 @@ def matmul_tma_persistent_kernel(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: tl.co
 
 @triton.jit
 def attention_tma_kernel(desc_q, desc_k, desc_v, desc_o, sm_scale, N_CTX, HEAD_DIM: tl.constexpr,
-                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
+                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
+                         WARP_SPECIALIZE: tl.constexpr = False):
     """examples/flash_attention.py's forward pass with Q, K, V and O through host TensorDescriptors of
     (batch * heads * N_CTX, HEAD_DIM) tensors, as tutorial 06 passes them (N_CTX a multiple of BLOCK_M)."""
     start_m = tl.program_id(0)
@@ -136,7 +137,7 @@ def attention_tma_kernel(desc_q, desc_k, desc_v, desc_o, sm_scale, N_CTX, HEAD_D
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     qk_scale = sm_scale * 1.44269504
     hi = (start_m + 1) * BLOCK_M if CAUSAL else N_CTX
-    for start_n in range(0, hi, BLOCK_N):
+    for start_n in tl.range(0, hi, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
         k = desc_k.load([offset_y + start_n, 0])
         qk = tl.dot(q, k.T) * qk_scale
         if CAUSAL:

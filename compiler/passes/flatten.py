@@ -56,7 +56,7 @@ def _trips(emit: Emitter, lo: Value, hi: Value, step: Value) -> Value:
     return emit.op("maximum", emit.op("floordiv", span, step), emit.const(0, ty))
 
 
-def _defined_in(loop: Op) -> set[Value]:
+def defined_in(loop: Op) -> set[Value]:
     """The values defined in `loop`'s body, at any depth."""
     found: set[Value] = set()
 
@@ -77,7 +77,7 @@ def _int_constant(v: Value) -> int:
     return value
 
 
-def _positive_constant(v: Value) -> bool:
+def positive_constant(v: Value) -> bool:
     value = constant_value(v)
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
@@ -96,10 +96,10 @@ def why_not(loop: Op) -> str | None:
         opdef = OPS.get(op.name)
         if opdef is None or opdef.side_effects or op.name in _READS:
             return f"the ops before the inner loop run every iteration once flattened, and '{op.name}' may not"
-    inside = _defined_in(loop)
+    inside = defined_in(loop)
     if any(v in inside and constant_value(v) is None for v in inner.operands[:3]):
         return "the inner loop's bounds change from one outer iteration to the next"
-    if not (_positive_constant(loop.operands[2]) and _positive_constant(inner.operands[2])):
+    if not (positive_constant(loop.operands[2]) and positive_constant(inner.operands[2])):
         return "the loops' steps must be positive constants"
     if loop.operands[0].type != inner.operands[0].type:
         return "the two loops' induction variables have different types"
@@ -133,7 +133,7 @@ def _flatten(loop: Op) -> tuple[list[Op], list[Value]]:
     emit = Emitter(out, loop.loc)
     ty = lo.type
     assert isinstance(ty, ScalarType)
-    inside = _defined_in(loop)
+    inside = defined_in(loop)
     klo, khi, kstep = (emit.const(_int_constant(v), ty) if v in inside else v for v in inner.operands[:3])
     n_k = _trips(emit, klo, khi, kstep)
     total = emit.op("mul", _trips(emit, lo, hi, step), n_k)

@@ -120,3 +120,33 @@ def test_the_daemon_runs_the_specialized_kernel(gpu_device: driver.Device, ws_da
     finally:
         despina.set_server(None)
     np.testing.assert_allclose(c, a.astype(np.float32) @ b.astype(np.float32).T, rtol=1e-2, atol=1e-1)
+
+
+@despina.jit
+def deferred_chain(a_ptr, b_ptr, v_ptr, out_ptr, ROWS, TRIPS, N: tl.constexpr, BN: tl.constexpr):
+    """out = sum over j < TRIPS of (A B_j^T / 8 in fp16) V_j, the loop warp-specialized (its second product
+    deferred to the next iteration, gpuir/defer.py): B_j and V_j are rows j * BN of b and v (ROWS rows), by TMA."""
+    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[ROWS, N], strides=[N, 1], block_shape=[BN, N])
+    v_desc = tl.make_tensor_descriptor(v_ptr, shape=[ROWS, N], strides=[N, 1], block_shape=[BN, N])
+    rows = tl.arange(0, 128)
+    a = tl.load(a_ptr + rows[:, None] * N + tl.arange(0, N)[None, :])
+    acc = tl.zeros((128, N), tl.float32)
+    for j in tl.range(0, TRIPS * BN, BN, warp_specialize=True):
+        s = tl.dot(a, b_desc.load([j, 0]).T)
+        acc = tl.dot((s * 0.125).to(tl.float16), v_desc.load([j, 0]), acc)
+    tl.store(out_ptr + rows[:, None] * N + tl.arange(0, N)[None, :], acc)
+
+
+@pytest.mark.parametrize("trips", [0, 1, 2, 7])
+def test_a_deferred_chain_matches_torch_whatever_the_trip_count(hopper: Any, trips: int) -> None:
+    """No iteration (the last product after the loop skipped), one (only the one after the loop adds), more."""
+    torch = hopper
+    a, b, v = (_operand(torch, "fp16", (rows, 64), seed) for rows, seed in ((128, 1), (max(trips, 1) * 64, 2),
+                                                                              (max(trips, 1) * 64, 3)))
+    out = torch.full((128, 64), float("nan"), device="cuda", dtype=torch.float32)
+    deferred_chain[(1,)](a, b, v, out, b.shape[0], trips, N=64, BN=64, num_warps=8, num_stages=3)
+    want = torch.zeros((128, 64), device="cuda", dtype=torch.float64)
+    for j in range(trips):
+        s = (a.double() @ b[j * 64 : (j + 1) * 64].double().T * 0.125).half().double()
+        want += s @ v[j * 64 : (j + 1) * 64].double()
+    torch.testing.assert_close(out.double(), want, rtol=1e-2, atol=1e-1)

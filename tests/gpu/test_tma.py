@@ -183,9 +183,12 @@ def test_the_daemon_runs_the_tma_kernel(gpu_device: driver.Device, tma_daemon: G
 
 @pytest.mark.parametrize("dim", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])
-def test_attention_through_descriptors_matches_sdpa(hopper: Any, tmp_path: Path, dim: int, causal: bool) -> None:
+@pytest.mark.parametrize("ws", [False, True])
+def test_attention_through_descriptors_matches_sdpa(hopper: Any, tmp_path: Path, dim: int, causal: bool,
+                                                    ws: bool) -> None:
     """benchmarks/kernels.py's attention_tma_kernel (K and V copied by TMA into a ring, P in registers) on
-    (2 batches x 3 heads, 384, dim) fp16, against torch's scaled_dot_product_attention."""
+    (2 batches x 3 heads, 384, dim) fp16, against torch's scaled_dot_product_attention; warp-specialized
+    (`ws`), with P V deferred to the next iteration and the last one after the loop (gpuir/defer.py)."""
     torch = hopper
     kernels = benchmark_kernels(tmp_path)
     batch, heads, n_ctx = 2, 3, 384
@@ -193,7 +196,8 @@ def test_attention_through_descriptors_matches_sdpa(hopper: Any, tmp_path: Path,
     out = torch.full_like(q, float("nan"))
     descs = [TensorDescriptor.from_tensor(t, [rows, dim]) for t, rows in ((q, 128), (k, 64), (v, 64), (out, 128))]
     kernels.attention_tma_kernel[(n_ctx // 128, batch * heads)](*descs, dim ** -0.5, n_ctx, HEAD_DIM=dim, BLOCK_M=128,
-                                                                 BLOCK_N=64, CAUSAL=causal, num_warps=8, num_stages=3)
+                                                                 BLOCK_N=64, CAUSAL=causal, WARP_SPECIALIZE=ws,
+                                                                 num_warps=8, num_stages=3)
     shape = (batch, heads, n_ctx, dim)
     want = torch.nn.functional.scaled_dot_product_attention(q.view(shape), k.view(shape), v.view(shape), is_causal=causal)
     torch.testing.assert_close(out.view(shape), want, rtol=2e-2, atol=2e-2)

@@ -64,10 +64,13 @@ def dot_feeds(fn: Function) -> DotFeeds:
     """`fn`'s DotFeeds, taken before layout assignment inserts conversions between a dot and its users
     (which it places in the body only at the end: a walk in between would lose the path)."""
     users: dict[Value, list[Op]] = {}
+    loops: dict[Op, Op] = {}
     for op in fn.walk():
         for v in op.operands:
             users.setdefault(v, []).append(op)
-    return {op: _fed_operands(users, op) for op in fn.walk() if op.name == "dot"}
+        if op.name == "for" and op.regions[0].terminator is not None:
+            loops[op.regions[0].terminator] = op
+    return {op: _fed_operands(users, loops, op) for op in fn.walk() if op.name == "dot"}
 
 
 def _chained(feeds: DotFeeds, dot: Op) -> bool:
@@ -82,9 +85,10 @@ def _a_from_dot(feeds: DotFeeds, dot: Op) -> bool:
     return any(d is dot and i == 0 for other, fed in feeds.items() if other is not dot for d, i in fed)
 
 
-def _fed_operands(users: dict[Value, list[Op]], dot: Op) -> list[tuple[Op, int]]:
+def _fed_operands(users: dict[Value, list[Op]], loops: dict[Op, Op], dot: Op) -> list[tuple[Op, int]]:
     """The other dots, with the operand (0 = A, 1 = B), that `dot`'s result reaches (`users`: each value's
-    readers)."""
+    readers), also through a loop that carries it to its next iteration and its end (`loops`: each `for` by
+    its body's yield: P, which a deferred product reads there, `defer.py`)."""
     fed: list[tuple[Op, int]] = []
     seen: set[Value] = set()
     work: list[Value] = [dot.result]
@@ -94,7 +98,10 @@ def _fed_operands(users: dict[Value, list[Op]], dot: Op) -> list[tuple[Op, int]]
             if user.name == "dot" and user is not dot and any(o is v for o in user.operands[:2]):
                 fed.append((user, 0 if user.operands[0] is v else 1))
                 continue
-            for r in user.results:
+            loop = loops.get(user)
+            nexts = [] if loop is None else [w for j, o in enumerate(user.operands) if o is v
+                                             for w in (loop.regions[0].args[j + 1], loop.results[j])]
+            for r in [*user.results, *nexts]:
                 if r not in seen:
                     seen.add(r)
                     work.append(r)

@@ -33,6 +33,7 @@ from .accelerate import DotPlan, dot_feeds, plan_dot, upcast_fp8_dots
 from .axis import AxisAnalysis
 from .coalesce import private_addresses
 from .combine import accumulate_dot_adds
+from .defer import defer_dots
 from .encodings import Blocked, DotOperand, Encoding, Slice, coalesced_blocked, default_blocked
 from .linear import LinearLayout, log2, scalar_layout
 from .mma import MmaOperand
@@ -494,6 +495,8 @@ def assign_layouts(module: Module, num_warps: int, has_wgmma: bool = False) -> G
     expand_descriptors(Module([fn], module.attrs), keep=lambda op: isinstance(op.attrs.get("tma"), int))
     fn = unroll_loops(fn)
     accumulate_dot_adds(fn)
+    if has_wgmma:
+        defer_dots(fn)
     upcast_fp8_dots(fn, num_warps, has_wgmma)
     private_addresses(fn)
     axis = AxisAnalysis(module.attrs, fn)

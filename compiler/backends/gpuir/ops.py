@@ -68,9 +68,11 @@ GPU_OPS: dict[str, OpDef] = {
 
 GPU_ATTRS: dict[str, Mapping[str, Attr]] = {
     # accelerate.plan_dot: mma.sync, wgmma or fma, and why; a wgmma dot's A read from registers
-    "dot": {"engine": optional("str"), "operand_a": enum("registers")},
+    # defer.defer_dots: where the lowering waits for a wgmma dot's group
+    "dot": {"engine": optional("str"), "operand_a": enum("registers"), "wait": enum("at use")},
     "for": {"pipeline": optional("str"),  # pipeline.plan_pipelines: the stages and ring, or why none
             "flattened": optional("str"),  # passes/flatten.py: a flattened loop nest, or why a nest is not
+            "deferred": optional("str"),  # defer.defer_dots: a chain's second product deferred, or why not
             "warp_specialized": optional("str")},  # specialize.specialize_warps: the producer and consumers, or why not
     "load": {"async_copy": optional("str"), "tma": optional("str")},  # pipeline.plan_pipelines: the copies, or why none
     # tma.plan_tensor_maps: the index of the block's tensor map, or why TMA does not copy or store it (then it is

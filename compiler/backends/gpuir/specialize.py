@@ -21,7 +21,7 @@ not a warpgroup's 128 (the plain 128x128x64 loop with 3 stages kept its two bloc
 
 The loop's plan (`gpuir.pipeline`) says which ops compute the copies' coordinates (its ahead slice); the
 producer computes them, and the ops outside the loop they read, itself. A loop is specialized when:
-- its loads are all copied by TMA, its dots run on wgmma with a group in flight (sm_90a);
+- its loads are all copied by TMA, its dots run on wgmma (sm_90a);
 - no loop encloses it (the producer runs it once, from the kernel's entry), and only `if`s do, whose
   conditions the producer computes too (a loop the consumers skip, the producer skips);
 - what the producer computes (the bounds, the conditions, the coordinates and what they read outside
@@ -72,8 +72,8 @@ def _producer(gpu: GpuFunction, loop: Op) -> Producer | str:
     plan = gpu.pipelines.get(loop)
     if plan is None:
         return f"the loop is not pipelined ({loop.attrs.get('pipeline', 'none')})"
-    if not plan.async_dots:
-        return "its dots do not run on wgmma with a group in flight (sm_90a)"
+    if not plan.wgmma:
+        return "its dots do not run on wgmma (sm_90a)"
     if plan.cp_async:
         return "a load of the loop is copied by cp.async, not TMA (the producer issues TMA's copies alone)"
     if gpu.num_warps % 4:

@@ -137,6 +137,12 @@ class Lowering:
         self.settle_in: dict[Op, tuple[Value, ...]] = {}
         """`if` ops (a flattened nest's epilogue) and the asynchronous wgmma dots' results that a branch of
         theirs reads: that branch first waits for every group (`lower/control.py`)."""
+        self.late: list[Value] = []
+        """Results of wgmma dots waited for where they are first read (`wait = "at use"`, `gpuir.defer`), in the
+        order their groups were committed: `get` waits for a group and every one before it when it reads one,
+        and no group outlives the block, nor passes a `for`, `while` or `if` (`retire_late`)."""
+        self.wait_group: Callable[[int, Regs], Regs] | None = None
+        """`wgmma.wait_group n` with registers passed through it (`lower/wgmma.wait`), once a late group is."""
         self.scale_d: dict[Op, ir.Value] = {}
         """wgmma dots (by op) whose first K step adds the accumulator only where this i1 is true:
         the first iteration of a loop whose accumulator starts at zero (`lower/wgmma.py`)."""
@@ -154,12 +160,18 @@ class Lowering:
         return self.module
 
     def lower_block(self, block: Block) -> Op | None:
-        """Lower every op of `block` but a terminator, which it returns."""
+        """Lower every op of `block` but a terminator, which it returns; the groups of late dots (`late`) the
+        block commits are complete at its end."""
+        outer, self.late = self.late, []
+        found = None
         for op in block.ops:
             if op.name in ("yield", "condition"):
-                return op
+                found = op
+                break
             self.lower_op(op)
-        return None
+        self.retire_late()
+        self.late = outer
+        return found
 
     def lower_region(self, block: Block, args: list[Regs]) -> list[Regs]:
         """Lower a region with its arguments bound; the registers its terminator passes on."""
@@ -172,6 +184,8 @@ class Lowering:
         rule = RULES.get(op.name)
         if rule is None:
             raise op_error(op, "the NVPTX backend has no lowering rule for this op", self.kernel)
+        if op.name in ("for", "while", "if"):
+            self.retire_late()
         outer = self.b.debug_metadata
         if self.debug is not None and op.loc is not None:  # an op without a location keeps its parent's
             self.b.debug_metadata = self.debug.location(op.loc)
@@ -215,7 +229,22 @@ class Lowering:
         return v in self._used
 
     def get(self, v: Value) -> Regs:
+        if any(v is w for w in self.late):
+            self._retire(next(i for i, w in enumerate(self.late) if w is v) + 1)
         return self.values[v]
+
+    def retire_late(self) -> None:
+        """Wait for every late group (`late`)."""
+        self._retire(len(self.late))
+
+    def _retire(self, n: int) -> None:
+        done, self.late = self.late[:n], self.late[n:]
+        if not done:
+            return
+        assert self.wait_group is not None
+        regs = self.wait_group(len(self.late), [r for v in done for r in self.values[v]])
+        for v in done:
+            self.values[v], regs = regs[: len(self.values[v])], regs[len(self.values[v]) :]
 
     def error(self, op: Op, message: str) -> BackendError:
         return op_error(op, message, self.kernel)

@@ -204,6 +204,7 @@ class _Pipeline:
                 ctx.scale_d[dot] = ctx.b.not_(ctx.get(first.operands[0])[0])
                 continue
             ctx.lower_op(op)
+        ctx.retire_late()
         for branch, _ in plan.settles:
             del ctx.settle_in[branch]
         out = []
@@ -307,7 +308,8 @@ class _Specialized(_FullAndEmpty):
     """Slots handed over to and from a producer warp (`specialize.py`), the barriers set up at the kernel's
     entry. The producer's copies complete a slot's full barrier, which the consumers wait for; they arrive on
     its empty barrier once wgmma has retired the group that read it (the iteration after, at its
-    `wait_group 1`), and the producer waits for that before it copies into it again."""
+    `wait_group 1`, or the iteration itself where no group outlives it: `gpuir.defer`), and the producer
+    waits for that before it copies into it again."""
 
     def start(self) -> None:
         """The barriers are set up at the kernel's entry (`specialize.produce`)."""
@@ -317,6 +319,9 @@ class _Specialized(_FullAndEmpty):
 
     def give_back(self, slot: ir.Value, phase: ir.Value, write: ir.Value, first: ir.Value) -> None:
         b = self.ctx.b
+        if not self.plan.async_dots:  # every group that read the slot is retired (a deferred loop's)
+            mbarrier.arrive(self.ctx, self.at(slot, empty=True))
+            return
         previous = b.select(b.icmp_unsigned("==", slot, const(i32, 0)), const(i32, self.plan.slots - 1),
                             b.sub(slot, const(i32, 1)))
         with b.if_then(b.not_(first)):  # this iteration's wait retired the previous one's group

@@ -6,7 +6,9 @@ result and K step, both operands read from shared memory through descriptors (`g
                                        (fp8: no tA, tB; both operands are K-major)
     wgmma.commit_group
     wgmma.wait_group 0                 or 1 for an asynchronous dot of a pipelined loop, whose
-                                       loop ends with wait_group 0 (`settle`)
+                                       loop ends with wait_group 0 (`settle`); for a dot marked
+                                       `wait = "at use"` (`gpuir.defer`), where an op first reads
+                                       its result (`Lowering.get`): the groups committed since
 
 An operand lies in shared memory in swizzle atoms, read in place: in a pipelined loop's ring, in a
 buffer `gpuir.hoist` made of a loop invariant, or in one `gpuir.staging` stores it into (a buffer
@@ -278,6 +280,10 @@ def wgmma_dot(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
                                                     out[r0 : r0 + per_instr], (tnsp[0], tnsp[1]),
                                                     scale_first if k0 == 0 else const(i32, 1))
     ctx.call("llvm.nvvm.wgmma.commit_group.sync.aligned", void, [])
+    if op.attrs.get("wait") == "at use":
+        ctx.late.append(op.result)
+        ctx.wait_group = lambda pending, regs: wait(ctx, pending, regs)
+        return [out]
     out = wait(ctx, 1 if is_async(ctx, op) else 0, out)
     return [out]
 

@@ -142,7 +142,7 @@ def test_the_flattened_persistent_loop_is_specialized_its_guard_computed_by_the_
 
 @pytest.mark.parametrize(("fn", "sig", "consts", "target", "why"), [
     (ws_matmul, SIG, {"BM": 128, "BN": 128, "BK": 64, "WS": True}, "sm_90",
-     "its dots do not run on wgmma with a group in flight (sm_90a)"),
+     "its dots do not run on wgmma (sm_90a)"),
     (ws_pointer_matmul, "*fp16:16,*fp16:16,*fp16:16,i32:16,i32:16,i32:16", {"BM": 128, "BN": 128, "BK": 64}, "sm_90a",
      "a load of the loop is copied by cp.async, not TMA (the producer issues TMA's copies alone)"),
     (ws_tiles, SIG, {"BM": 128, "BN": 128, "BK": 64}, "sm_90a",

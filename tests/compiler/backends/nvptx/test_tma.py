@@ -186,29 +186,59 @@ def test_the_landing_layout_is_the_hardware_swizzle(block: tuple[int, int], item
             assert inv.apply(dim0=r, dim1=col)[0] * itemsize == want, (r, col)
 
 
-@pytest.mark.parametrize("causal", [False, True])
-def test_attention_through_descriptors_keeps_the_scores_in_the_mma_layout(causal: bool, tmp_path: Any) -> None:
-    """benchmarks/kernels.py's attention_tma_kernel: Q (loaded once: a masked load), K and V (TMA) and O through
-    descriptors of (heads * N_CTX, 64) tensors. Q's column index is the `tl.arange(0, 64)` of the causal mask's
-    columns too: the mask, and the scores it selects, stay in the MMA layout (each access has its own copy of
-    the cast of its indices to int64), and P passes to the second dot in registers, whose group stays in flight."""
+def attention_tma(head_dim: int, causal: bool, tmp_path: Any, ws: bool = False) -> Any:
+    """benchmarks/kernels.py's attention_tma_kernel for sm_90a, as a launch on host descriptors of (2 * 256,
+    head_dim) tensors specializes it (128x64 blocks, 8 warps, 3 stages)."""
     spec = importlib.util.spec_from_file_location("despina_benchmark_gpu", ROOT / "benchmarks" / "gpu.py")
     assert spec is not None and spec.loader is not None
     gpu = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gpu)
     kernel = gpu.load_kernels("despina", tmp_path).attention_tma_kernel
     n_ctx = 256
-    qkv = np.zeros((2 * n_ctx, 64), np.float16)
-    descs = [TensorDescriptor.from_tensor(qkv, block) for block in ([128, 64], [64, 64], [64, 64], [128, 64])]
+    qkv = np.zeros((2 * n_ctx, head_dim), np.float16)
+    descs = [TensorDescriptor.from_tensor(qkv, [rows, head_dim]) for rows in (128, 64, 64, 128)]
     options = kernel.options({"num_warps": 8, "num_stages": 3}, interpret=False)
-    bound = kernel.bind((*descs, 0.125, n_ctx), {"HEAD_DIM": 64, "BLOCK_M": 128, "BLOCK_N": 64, "CAUSAL": causal})
-    k, _ = kernels.local(kernel.ir(kernel.specialize(bound, options), options), options, "sm_90a")
+    consts = {"HEAD_DIM": head_dim, "BLOCK_M": 128, "BLOCK_N": 64, "CAUSAL": causal, "WARP_SPECIALIZE": ws}
+    bound = kernel.bind((*descs, 0.125, n_ctx), consts)
+    return kernels.local(kernel.ir(kernel.specialize(bound, options), options), options, "sm_90a")[0]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_through_descriptors_keeps_the_scores_in_the_mma_layout(causal: bool, tmp_path: Any) -> None:
+    """Q (loaded once: a masked load), K and V (TMA) and O through descriptors. Q's column index is the
+    `tl.arange(0, 64)` of the causal mask's columns too: the mask, and the scores it selects, stay in the MMA
+    layout (each access has its own copy of the cast of its indices to int64), and P passes to the second dot in
+    registers, whose group stays in flight. Not warp-specialized, the loop is not deferred (gpuir/defer.py)."""
+    k = attention_tma(64, causal, tmp_path)
     gpuir = k.asm["gpuir"]
     loop = gpuir[gpuir.index("= for(") : gpuir.index("\n  ) :", gpuir.index("= for("))]
     assert "2 loads by TMA" in loop and "wgmma waits with 1 group in flight" in loop
     assert "A in registers" in loop
+    assert 'deferred = "no: the loop is not warp-specialized' in loop
     assert not re.search(r"convert_layout\(.*xfp32>", loop)
     assert k.metadata["spill_stores"] == 0
+
+
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_specialized_attention_defers_p_v_and_waits_for_s_then_for_p_v(head_dim: int, tmp_path: Any) -> None:
+    """Warp-specialized, the loop commits S and the previous iteration's P V before it waits for either (gpuir/
+    defer.py), waits for S first (`wait_group 1`) and for P V before the softmax rescales the accumulator, and
+    gives the slot back then (every group that read it retired): no barrier among the consumers, no serialized
+    wgmma, no spill."""
+    k = attention_tma(head_dim, True, tmp_path, ws=True)
+    gpuir, ptx = k.asm["gpuir"], k.asm["ptx"]
+    assert 'deferred = "yes: its second product runs in the next iteration, beside the first"' in gpuir
+    assert 'warp_specialized = "yes' in gpuir
+    assert re.findall(r'engine = "([^"]*)"', gpuir) == [  # S, the deferred P V, the last P V after the loop
+        "wgmma.m64n64k16", *[f"wgmma.m64n{head_dim}k16, A in registers"] * 2]
+    labels = [(m.start(), ptx.find(f"{m.group(1)};", m.end())) for m in re.finditer(r"(\$L__BB0_\d+):", ptx)]
+    loop = next(ptx[a:z] for a, z in labels if z > a and "wgmma.mma_async" in ptx[a:z])  # to the branch back
+    steps = re.findall(r"wgmma\.(commit_group|wait_group)\.sync\.aligned( \d)?;", loop)
+    assert steps == [("commit_group", ""), ("commit_group", ""), ("wait_group", " 1"), ("wait_group", " 0")]
+    softmax = loop[loop.index("wait_group.sync.aligned 1") : loop.index("wait_group.sync.aligned 0")]
+    assert "ex2.approx" in softmax and "shfl.sync" in softmax  # the softmax runs while P V does
+    assert "bar.sync" not in loop and "mbarrier.arrive" in loop[loop.index("wait_group.sync.aligned 0") :]
+    assert k.metadata["ptxas_warnings"] == [] and k.metadata["spill_stores"] == 0
 
 
 @despina.jit
