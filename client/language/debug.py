@@ -99,9 +99,10 @@ class range:
     `flatten=True` has the GPU backend run this loop and the one inner loop of its body as one
     software-pipelined loop (passes/flatten.py), as Triton's does. `disallow_acc_multi_buffer` is Triton's:
     despina never multi-buffers a dot's accumulator, so either value compiles the same.
-    `warp_specialize=True` has the GPU backend give the loop a producer warpgroup that issues its TMA copies
+    `warp_specialize=True` has the GPU backend give the loop a producer warp that issues its TMA copies
     while the kernel's warps run its wgmma dots (sm_90a; gpuir/specialize.py says when it can, and the GPU
-    IR's `warp_specialized` attribute why not). It does not change what the loop computes.
+    IR's `warp_specialized` attribute why not), and defer the second of two chained dots (attention's P V) to
+    the next iteration, beside the first (gpuir/defer.py). It does not change what the loop computes.
     """
 
     def __init__(self, arg1: Any, arg2: Any = None, step: Any = None, num_stages: Any = None,
