@@ -20,19 +20,21 @@ P' = 0 by a tile of V the loop reads anyway, which adds exact zeros (a V holding
 there, where the loop as written gives an infinity or NaN too). After the loop, the last P V runs, on V's
 tile read again outside the ring.
 
-Measured on an H200 (benchmarks/gpu.py, attention_tma_TFLOPs, 128x64 blocks, 8 warps, 3 stages), the
-deferred loop runs faster warp-specialized, where a producer warp issues the copies and the warpgroups meet at
-no barrier: (4,32,4096,128) causal 1.05 -> 1.09x Triton, (4,32,2048,64) 0.86-0.95 -> 0.91-0.96x, the others
+Measured on an H200 (benchmarks/gpu.py, attention_tma_TFLOPs, 128x64 blocks, 8 warps, 3 stages), the deferred
+loop runs faster warp-specialized, where a producer warp issues the copies and the warpgroups meet at no
+barrier: (4,32,4096,128) causal 1.05 -> 1.09x Triton, (4,32,2048,64) 0.86-0.95 -> 0.91-0.96x, the others
 within 1%. Pipelined with a CTA barrier at every iteration's top, every group then retired before it, it ran
-0.92-0.97x where the loop as written ran 0.97-1.05x: only warp-specialized loops are deferred.
+0.92-0.97x where the loop as written ran 0.97-1.05x: only warp-specialized loops are deferred. Two variants
+did not pay: rescaling the accumulator between the two products, as FlashAttention-3 does, makes ptxas
+serialize the wgmmas (C7517: a non-wgmma instruction writes an accumulator between two wgmmas of a stage),
+and making the two warpgroups take turns at issuing their products (named barriers) ran 0-3% slower.
 
 A loop is deferred when it is a warp-specialized `for` (`tl.range(..., warp_specialize=True)`) of positive
-constant step, not flattened or unrolled,
-whose body holds a first dot S, reached before any other op reads the accumulator, and a later dot whose A
-derives from S, whose result only the next iteration receives, and whose B comes from pure ops and loads of
-the induction variable and values from before the loop. Such a loop's `deferred` attribute says yes or why
-not (the GPU IR shows it). This runs on the backend's copy of the kernel (`gpuir.assign_layouts`), for
-sm_90a: the tile IR and the interpreter keep the loop as written.
+constant step, not flattened or unrolled, whose body holds a first dot S, reached before any other op reads
+the accumulator, and a later dot whose A derives from S, whose result only the next iteration receives, and
+whose B comes from pure ops and loads of the induction variable and values from before the loop. Such a loop's
+`deferred` attribute says yes or why not (the GPU IR shows it). This runs on the backend's copy of the
+kernel (`gpuir.assign_layouts`), for sm_90a: the tile IR and the interpreter keep the loop as written.
 """
 
 from __future__ import annotations

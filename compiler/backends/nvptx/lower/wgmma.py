@@ -7,8 +7,9 @@ result and K step, both operands read from shared memory through descriptors (`g
     wgmma.commit_group
     wgmma.wait_group 0                 or 1 for an asynchronous dot of a pipelined loop, whose
                                        loop ends with wait_group 0 (`settle`); for a dot marked
-                                       `wait = "at use"` (`gpuir.defer`), where an op first reads
-                                       its result (`Lowering.get`): the groups committed since
+                                       `wait = "at use"` (`gpuir.defer`), wait_group N where an op
+                                       first reads its result (`Lowering.get`), N the groups
+                                       committed since
 
 An operand lies in shared memory in swizzle atoms, read in place: in a pipelined loop's ring, in a
 buffer `gpuir.hoist` made of a loop invariant, or in one `gpuir.staging` stores it into (a buffer
