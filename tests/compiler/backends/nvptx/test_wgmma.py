@@ -21,6 +21,7 @@ from despina.compiler.backends.nvptx.lower import lower  # noqa: E402
 from despina.compiler.backends.nvptx.target import get_target  # noqa: E402
 from despina.compiler.ir.parser import parse_module  # noqa: E402
 
+from .loops import pipelined_loop  # noqa: E402
 from .test_registers import KERNELS  # noqa: E402
 
 SIG = "*{t}:16,*{t}:16,*{t}:16,i32:16,i32:16,i32:16,i32:16,i32:1,i32:16,i32:1,i32:16,i32:1"
@@ -196,3 +197,15 @@ def test_p_stays_in_registers_when_the_scores_are_converted_before_the_second_do
                         {"D": 64, "BM": 128, "BN": 64}, num_warps=8, num_stages=3, target="sm_90a")
     dots = [line for line in k.asm["gpuir"].splitlines() if " dot(" in line]
     assert len(dots) == 2 and "A in registers" in dots[1], dots
+
+
+@pytest.mark.parametrize(("bn", "stages"), [(128, 4), (256, 3)])
+def test_a_tile_s_descriptor_is_its_buffer_s_plus_an_offset(bn: int, stages: int) -> None:
+    """In the loop, each operand's slot gets one descriptor (its address in the start field, or'd with the
+    layout's fixed fields), and each of the 4 K steps' instructions adds its tile's offset to it. Before, every
+    instruction masked its own address into the field: 127 SASS instructions a 128x128x64 iteration, 112 now."""
+    k = _matmul(bn, stages=stages)
+    body = pipelined_loop(k.asm["ptx"])
+    assert len(re.findall(r"wgmma\.mma_async", body)) == 4  # a warpgroup's m64n{bn}k16 a K step
+    fixed = re.findall(r"or\.b64\s+%rd\d+, %rd\d+, (\d+);", body)
+    assert len(fixed) == 2 and len(set(fixed)) == 2, fixed  # A's and B's (8 before: one an instruction)
