@@ -71,7 +71,7 @@ class SharedOperand:
     shared: SwizzledShared
     base: ir.Value
     op_idx: int
-    # `ldmatrix` addresses as lane offsets taken at entry plus immediates (`_address`), else a row and
+    # `ldmatrix` addresses as lane offsets taken at entry plus immediates (`lane_address`), else a row and
     # column per read (`_row_column`): see `split_addresses`.
     split: bool = False
 
@@ -161,7 +161,7 @@ def read_group(ctx: Lowering, operand: SharedOperand, reg: int) -> dict[int, ir.
     name = LDMATRIX.format(n=count, trans=".trans" if operand.shared.order[0] != kdim else "")
     g = reg & ~operand.group_mask
     if operand.split:
-        ptr = _address(ctx, operand, lane_rows(operand.layout, operand.shared, pair_bits), g)
+        ptr = lane_address(ctx, operand.base, operand.elem, lane_rows(operand.layout, operand.shared, pair_bits), g)
     else:
         ptr = _row_column(ctx, operand, g)
     elem = llvm_type(operand.elem)
@@ -187,12 +187,12 @@ def _read_elements(ctx: Lowering, operand: SharedOperand, reg: int) -> dict[int,
     first = reg & ~((1 << operand.pair_bits) - 1)
     out: dict[int, ir.Value] = {}
     for r in range(first, first + (1 << operand.pair_bits)):
-        out[r] = ctx.b.load(_address(ctx, operand, offsets, r), typ=elem, align=elem_bytes(operand.elem))
+        out[r] = ctx.b.load(lane_address(ctx, operand.base, operand.elem, offsets, r), typ=elem, align=elem_bytes(operand.elem))
     return out
 
 
 def split_addresses(acc: LinearLayout) -> bool:
-    """Whether a dot's ring reads take `_address`'s split: each read is `[lane base + imm]`, but
+    """Whether a dot's ring reads take `lane_address`'s split: each read is `[lane base + imm]`, but
     more lane bases stay live across the loop. A win where the dot's accumulator is at most 64
     registers a thread: the 128x128x64 matmul on 8 warps (179 -> 128 registers, two blocks an SM,
     1.09-1.12x Triton's mma.sync path against 1.00-1.02x, H100) and attention's chained dots (warps
@@ -239,9 +239,9 @@ def _lane_origin(ctx: Lowering, dst: LinearLayout, contig: int, pair_bits: int) 
     return ctx.at_entry(("ldmatrix", contig, matrix_bits, dst.warp), make)
 
 
-def _address(ctx: Lowering, operand: SharedOperand, offsets: LinearLayout, reg: int) -> ir.Value:
-    """The address of register `reg` in this lane (`offsets`: a linear layout of the element
-    offset over registers, lanes and warps).
+def lane_address(ctx: Lowering, base: ir.Value, elem_type: ElemType, offsets: LinearLayout, reg: int) -> ir.Value:
+    """The address of register `reg` in this lane, in a buffer of `elem_type` at `base` (`offsets`: a linear
+    layout of the element offset over registers, lanes and warps).
 
     The register's constant offset is split: its bits that no lane or warp sets are added last (the
     load's immediate), the others are XORed into the lane's offset at entry. Few constants remain
@@ -251,8 +251,8 @@ def _address(ctx: Lowering, operand: SharedOperand, offsets: LinearLayout, reg: 
         lane_bits |= basis[0]
     static = offsets.reg_index(reg)[0]
     mixed, added = static & lane_bits, static & ~lane_bits
-    elem = llvm_type(operand.elem)
-    ptr = ctx.b.gep(operand.base, [_lane_offset(ctx, offsets, mixed)], source_etype=elem)
+    elem = llvm_type(elem_type)
+    ptr = ctx.b.gep(base, [_lane_offset(ctx, offsets, mixed)], source_etype=elem)
     return ctx.b.gep(ptr, [const(i32, added)], source_etype=elem) if added else ptr
 
 

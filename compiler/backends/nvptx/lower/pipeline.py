@@ -53,14 +53,15 @@ import llvmlite.ir as ir
 
 from ....ir.core import Op
 from ....ir.types import ScalarType, elem_of
+from ...gpuir.linear import LinearLayout
 from ...gpuir.mma import MmaOperand
 from ...gpuir.pipeline import MBARRIER_BYTES, AsyncLoad, LoopPipeline
 from . import mbarrier, specialize, tma
 from .context import Lowering
-from .ldmatrix import SharedOperand, split_addresses, swizzled_offset
+from .ldmatrix import SharedOperand, lane_address, split_addresses
 from .phis import close_phis, for_header, less
 from .registry import Regs
-from .types import const, i8, i32, llvm_type, void
+from .types import const, i8, i32, void
 from .wgmma import ZeroStart, align_smem, settle
 
 
@@ -70,16 +71,16 @@ def _copy(ctx: Lowering, a: AsyncLoad, slot_base: ir.Value, live: ir.Value) -> N
     ptr = a.load.operands[0]
     mask = ctx.get(a.load.operands[1]) if len(a.load.operands) > 1 else None
     ptrs, ll = ctx.get(ptr), ctx.layout(ptr)
-    contig, rows = a.shared.order  # of the tile as the dot reads it: the load's, or its transpose's
     perm = tuple(a.trans.attrs["perm"]) if a.trans is not None else tuple(range(ll.rank))
-    shape = tuple(ll.shape[p] for p in perm)
+    shape = tuple(ll.shape[p] for p in perm)  # of the tile as the dot reads it: the load's, or its transpose's
     kind = "cg" if a.copy_bytes == 16 else "ca"  # .cg (L2 only) exists for 16 bytes alone
     name = f"llvm.nvvm.cp.async.{kind}.shared.global.{a.copy_bytes}.s"
-    elem = llvm_type(elem_of(a.load.result.type))
+    # Each copy's slot offset over registers, lanes and warps: a lane's base, taken at entry, and the copy's
+    # immediate, as ldmatrix's reads (the 128x128x64 wgmma loop computed 4 shared addresses a load, 1 now).
+    framed = LinearLayout(shape, tuple((n, tuple(tuple(v[p] for p in perm) for v in bases)) for n, bases in ll.ins))
+    offsets = framed.compose(a.shared.linear(shape).invert())
     for g in range(0, ll.num_regs, a.vec):
-        idx = ctx.index(ll, g)
-        idx = [idx[p] for p in perm]
-        dst = b.gep(slot_base, [swizzled_offset(ctx, a.shared, shape, idx[rows], idx[contig])], source_etype=elem)
+        dst = lane_address(ctx, slot_base, elem_of(a.load.result.type), offsets, g)
         on = live if mask is None else b.and_(live, mask[g])
         size = b.select(on, const(i32, a.copy_bytes), const(i32, 0))
         ctx.call(name, void, [dst, ptrs[g], size])

@@ -209,3 +209,15 @@ def test_a_tile_s_descriptor_is_its_buffer_s_plus_an_offset(bn: int, stages: int
     assert len(re.findall(r"wgmma\.mma_async", body)) == 4  # a warpgroup's m64n{bn}k16 a K step
     fixed = re.findall(r"or\.b64\s+%rd\d+, %rd\d+, (\d+);", body)
     assert len(fixed) == 2 and len(set(fixed)) == 2, fixed  # A's and B's (8 before: one an instruction)
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_90"])
+def test_a_load_s_copies_into_a_slot_share_one_address_register(target: str) -> None:
+    """The 128x128x64 loop's 8 cp.async a thread: A's 4 and B's 4 each address the slot as one register plus
+    immediates (the lane's base, taken at entry, and the slot's; `ldmatrix.lane_address`). Each copy had its
+    own register before: 127 registers at 4 stages on sm_90a (118 now), 182 on sm_90 (164)."""
+    k = _matmul(128, target=target, stages=4)
+    body = pipelined_loop(k.asm["ptx"])
+    bases = re.findall(r"cp\.async\.cg\.shared\.global \[(%r\d+)(?:\+\d+)?\]", body)
+    assert len(bases) == 8 and len(set(bases)) == 2, bases
+    assert k.metadata["spill_stores"] == 0
