@@ -146,22 +146,45 @@ def _shared(ctx: Lowering, op: Op, i: int) -> SharedOperand:
     return found
 
 
-def _descriptor(ctx: Lowering, operand: SharedOperand, index: tuple[ir.Value, ir.Value]) -> ir.Value:
-    """The descriptor of the operand's instruction tile whose first element is at `index`: the buffer's
-    descriptor plus the tile's offset in 16-byte units. A shared address is below 256 KiB, so the start
-    field (address / 16, 14 bits) takes the sum without carrying out, and each tile's descriptor is one
-    addition to the buffer's (Triton's too): masking each tile's address into the field cost 30 uniform
-    instructions an iteration of the 128x128x64 matmul loop (127 SASS instructions against Triton's 97)."""
+def _descriptor(ctx: Lowering, operand: SharedOperand, origin: tuple[ir.Value, ir.Value],
+                origins: list[tuple[int, int]], step: tuple[int, int]) -> ir.Value:
+    """The descriptor of the operand's instruction tile whose first element is at `origin` (the warpgroup's,
+    one of `origins`) plus `step` (constant): the descriptor of the tile at `origin`, plus the step's offset
+    in 16-byte units where that offset is the same from every origin (the swizzle repeats: Triton's form,
+    `UIADD3.64 desc, imm`), else the buffer's descriptor plus the whole offset. A shared address is below
+    256 KiB, so the 14-bit start field takes such sums without carrying out; masking each tile's address into
+    it cost 30 uniform instructions an iteration of the 128x128x64 matmul loop (127 SASS instructions against
+    Triton's 97)."""
     b = ctx.b
     shape = (operand.layout.shape[0], operand.layout.shape[1])
     size = operand.elem.itemsize
     lead, stride, _ = operand_strides(operand.shared, shape, operand.op_idx, size)
     fixed = descriptor(0, lead, stride, swizzle_bytes(operand.shared, size))
     contig, rows = operand.shared.order
+    inv = operand.shared.linear(shape).invert()
+
+    def at(r: int, c: int) -> int:
+        return inv.apply(dim0=r, dim1=c)[0] * size
+
+    moved = at(*step)
+    if moved % 16 == 0 and all(at(o[0] + step[0], o[1] + step[1]) == at(*o) + moved for o in origins):
+        tile = b.gep(operand.base, [swizzled_offset(ctx, operand.shared, shape, origin[rows], origin[contig])],
+                     source_etype=llvm_type(operand.elem))
+        start = b.and_(b.lshr(b.ptrtoint(tile, i32), const(i32, 4)), const(i32, 0x3FFF))
+        return b.add(b.or_(b.zext(start, i64), const(i64, fixed)), const(i64, moved >> 4))
+    index = [b.add(v, const(i32, d)) if d else v for v, d in zip(origin, step)]
     offset = swizzled_offset(ctx, operand.shared, shape, index[rows], index[contig])
     start = b.and_(b.lshr(b.ptrtoint(operand.base, i32), const(i32, 4)), const(i32, 0x3FFF))
     base = b.or_(b.zext(start, i64), const(i64, fixed))
     return b.add(base, b.zext(b.lshr(b.mul(offset, const(i32, size)), const(i32, 4)), i64))
+
+
+def _origins(warp_bases: tuple[tuple[int, ...], ...]) -> list[tuple[int, int]]:
+    """Every warpgroup's origin (`_warpgroup_origin`), as numbers."""
+    found = [(0, 0)]
+    for basis in warp_bases[2:]:
+        found += [(m + basis[0], n + basis[1]) for m, n in found]
+    return found
 
 
 def _warpgroup_origin(ctx: Lowering, acc: Mma, warp_bases: tuple[tuple[int, ...], ...]) -> list[ir.Value]:
@@ -273,15 +296,16 @@ def wgmma_dot(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
     fragments = {(c_ll.reg_index(r0)[0], k0): register_a.fragment(c_ll.reg_index(r0)[0], k0)
                  for k0 in range(0, bv.layout.shape[0], INSTR_K)
                  for r0 in range(0, c_ll.num_regs, per_instr)} if register_a is not None else {}
+    origins = _origins(c_ll.warp)
+    zero = const(i32, 0)
     ctx.call("llvm.nvvm.wgmma.fence.sync.aligned", void, [])
     for k0 in range(0, bv.layout.shape[0], instr_k(a_elem.itemsize)):
-        k = const(i32, k0)
         for r0 in range(0, c_ll.num_regs, per_instr):
             m_s, n_s = c_ll.reg_index(r0)
-            m0 = b.add(wg_m, const(i32, m_s)) if m_s else wg_m
-            n0 = b.add(wg_n, const(i32, n_s)) if n_s else wg_n
-            da = fragments[(m_s, k0)] if a is None else _descriptor(ctx, a, (m0, k))
-            out[r0 : r0 + per_instr] = _instruction(ctx, kind, n, da, _descriptor(ctx, bv, (k, n0)),
+            da = fragments[(m_s, k0)] if a is None else _descriptor(ctx, a, (wg_m, zero),
+                                                                     [(m, 0) for m, _ in origins], (m_s, k0))
+            db = _descriptor(ctx, bv, (zero, wg_n), [(0, n_) for _, n_ in origins], (k0, n_s))
+            out[r0 : r0 + per_instr] = _instruction(ctx, kind, n, da, db,
                                                     out[r0 : r0 + per_instr], (tnsp[0], tnsp[1]),
                                                     scale_first if k0 == 0 else const(i32, 1))
     ctx.call("llvm.nvvm.wgmma.commit_group.sync.aligned", void, [])
