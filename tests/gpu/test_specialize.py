@@ -7,7 +7,6 @@ daemon, which launches its block with the producer's warp."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ import despina.language as tl
 from despina.runtime import driver
 from despina.tools.tensor_descriptor import TensorDescriptor
 
-from .test_execute import GrpcDaemon
+from .test_execute import GrpcDaemon, gpu_daemon, on_daemon  # noqa: F401 (fixtures)
 from .test_tma import _operand, benchmark_kernels
 
 
@@ -94,31 +93,15 @@ def test_a_loop_the_consumers_skip_the_producer_skips(hopper: Any) -> None:
     torch.testing.assert_close(c.double(), want, rtol=1e-2, atol=5e-2)
 
 
-@pytest.fixture(scope="module")
-def ws_daemon(gpu_device: driver.Device, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GrpcDaemon]:
-    d = GrpcDaemon(tmp_path_factory.mktemp("ws"))
-    try:
-        yield d
-    finally:
-        d.stop()
-
-
-def test_the_daemon_runs_the_specialized_kernel(gpu_device: driver.Device, ws_daemon: GrpcDaemon,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_daemon_runs_the_specialized_kernel(gpu_device: driver.Device, on_daemon: GrpcDaemon) -> None:  # noqa: F811
     if gpu_device.capability != (9, 0):
         pytest.skip("warp specialization needs a compute-capability-9.0 device")
-    for name in ("DESPINA_SERVER", "DESPINA_TOKEN", "DESPINA_SERVER_REQUIRED"):
-        monkeypatch.delenv(name, raising=False)
-    despina.set_server(ws_daemon.url)
-    try:
-        rng = np.random.default_rng(6)
-        m, n, k = 384, 256, 192
-        a, b = (rng.standard_normal(shape).astype(np.float16) for shape in ((m, k), (n, k)))
-        c = np.full((m, n), np.nan, np.float32)
-        gated_matmul.run_remote[(m // 128, n // 128)](a, b, c, m, n, k, RUN=m, BM=128, BN=128, BK=64, num_warps=8,
-                                                      num_stages=3)
-    finally:
-        despina.set_server(None)
+    rng = np.random.default_rng(6)
+    m, n, k = 384, 256, 192
+    a, b = (rng.standard_normal(shape).astype(np.float16) for shape in ((m, k), (n, k)))
+    c = np.full((m, n), np.nan, np.float32)
+    gated_matmul.run_remote[(m // 128, n // 128)](a, b, c, m, n, k, RUN=m, BM=128, BN=128, BK=64, num_warps=8,
+                                                  num_stages=3)
     np.testing.assert_allclose(c, a.astype(np.float32) @ b.astype(np.float32).T, rtol=1e-2, atol=1e-1)
 
 

@@ -12,7 +12,6 @@ and fp32 C, ragged M and N) against torch; the same kernel run by the daemon."""
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ from despina.runtime import driver
 from despina.tools.tensor_descriptor import TensorDescriptor
 
 from .test_dot import TORCH
-from .test_execute import GrpcDaemon
+from .test_execute import GrpcDaemon, gpu_daemon, on_daemon  # noqa: F401 (fixtures)
 
 
 @despina.jit
@@ -152,32 +151,16 @@ def test_device_descriptors_of_the_arguments(hopper: Any, k: int) -> None:
     torch.testing.assert_close(c.double(), a.double() @ b.double(), rtol=1e-2, atol=1e-2 * k ** 0.5)
 
 
-@pytest.fixture(scope="module")
-def tma_daemon(gpu_device: driver.Device, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GrpcDaemon]:
-    d = GrpcDaemon(tmp_path_factory.mktemp("tma"))
-    try:
-        yield d
-    finally:
-        d.stop()
-
-
-def test_the_daemon_runs_the_tma_kernel(gpu_device: driver.Device, tma_daemon: GrpcDaemon,
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_daemon_runs_the_tma_kernel(gpu_device: driver.Device, on_daemon: GrpcDaemon) -> None:  # noqa: F811
     """The same kernel through `run_remote`: the daemon compiles it and encodes the tensor maps for its run."""
     if gpu_device.capability != (9, 0):
         pytest.skip("TMA needs a compute-capability-9.0 device")
-    for name in ("DESPINA_SERVER", "DESPINA_TOKEN", "DESPINA_SERVER_REQUIRED"):
-        monkeypatch.delenv(name, raising=False)
-    despina.set_server(tma_daemon.url)
-    try:
-        rng = np.random.default_rng(5)
-        m, n, k = 256, 128, 192
-        a = rng.standard_normal((m, k)).astype(np.float16)
-        b = rng.standard_normal((k, n)).astype(np.float16)
-        c = np.full((m, n), np.nan, np.float32)
-        device_desc_matmul.run_remote[(2, 1)](a, b, c, m, n, k, BM=128, BN=128, BK=64, num_warps=8, num_stages=3)
-    finally:
-        despina.set_server(None)
+    rng = np.random.default_rng(5)
+    m, n, k = 256, 128, 192
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    c = np.full((m, n), np.nan, np.float32)
+    device_desc_matmul.run_remote[(2, 1)](a, b, c, m, n, k, BM=128, BN=128, BK=64, num_warps=8, num_stages=3)
     np.testing.assert_allclose(c, a.astype(np.float32) @ b.astype(np.float32), rtol=1e-2, atol=1e-1)
 
 

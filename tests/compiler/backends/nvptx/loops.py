@@ -24,3 +24,15 @@ def after_loop(ptx: str) -> str:
     body = pipelined_loop(ptx)
     end = ptx.index(body) + len(body)
     return ptx[ptx.index("bra", end) :]
+
+
+def loops(ptx: str) -> list[str]:
+    """The body of every loop of the PTX: from a label to a branch back to it."""
+    labels = {m.group(1): m.start() for m in re.finditer(r"^(\$L__BB\d+_\d+):", ptx, re.M)}
+    return [ptx[labels[m.group(1)] : m.end()] for m in re.finditer(r"bra(?:\.uni)?\s+(\$L__BB\d+_\d+);", ptx)
+            if labels.get(m.group(1), m.start()) < m.start()]
+
+
+def loop_with(ptx: str, text: str) -> str:
+    """The longest loop body of the PTX that holds `text`."""
+    return max((body for body in loops(ptx) if text in body), key=len)

@@ -16,6 +16,8 @@ import pytest
 import despina
 import despina.language as tl
 
+from .loops import loop_with
+
 pytest.importorskip("llvmlite")
 pytest.importorskip("cuda.bindings.nvjitlink")
 
@@ -75,17 +77,6 @@ def ws_loaded_tile(a_ptr, b_ptr, c_ptr, M, N, K, tiles_ptr, BM: tl.constexpr, BN
     tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(tl.float16))
 
 
-def _loops(ptx: str) -> list[str]:
-    """The body of every loop of the PTX: from a label to a branch back to it."""
-    labels = {m.group(1): m.start() for m in re.finditer(r"^(\$L__BB\d+_\d+):", ptx, re.M)}
-    return [ptx[labels[m.group(1)] : m.end()] for m in re.finditer(r"bra(?:\.uni)?\s+(\$L__BB\d+_\d+);", ptx)
-            if labels.get(m.group(1), m.start()) < m.start()]
-
-
-def _loop_with(ptx: str, text: str) -> str:
-    return max((body for body in _loops(ptx) if text in body), key=len)
-
-
 def _specialized(gpuir: str) -> list[str]:
     return re.findall(r'warp_specialized = "([^"]*)"', gpuir)
 
@@ -104,7 +95,7 @@ def test_a_specialized_loop_has_a_producer_warp_and_no_cta_barrier() -> None:
     assert ".maxntid 288" in ptx
     # The consumers' loop waits for full barriers and runs the dots, with no CTA barrier and no copy; the
     # producer's waits for empty barriers, expects the slot's bytes on its full barrier and copies both tiles.
-    consumer, producer = _loop_with(ptx, "wgmma.mma_async"), _loop_with(ptx, "cp.async.bulk.tensor")
+    consumer, producer = loop_with(ptx, "wgmma.mma_async"), loop_with(ptx, "cp.async.bulk.tensor")
     assert "mbarrier.try_wait" in consumer and "mbarrier.arrive.shared" in consumer
     assert "bar.sync" not in consumer and "cp.async.bulk.tensor" not in consumer
     assert "mbarrier.try_wait" in producer and "mbarrier.arrive.expect_tx" in producer and "wgmma" not in producer

@@ -26,6 +26,8 @@ from despina.compiler.backends.gpuir.tma import shared_layout  # noqa: E402
 from despina.runtime import kernels  # noqa: E402
 from despina.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
 
+from .loops import loop_with  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[4]
 
 
@@ -231,8 +233,7 @@ def test_specialized_attention_defers_p_v_and_waits_for_s_then_for_p_v(head_dim:
     assert 'warp_specialized = "yes' in gpuir
     assert re.findall(r'engine = "([^"]*)"', gpuir) == [  # S, the deferred P V, the last P V after the loop
         "wgmma.m64n64k16", *[f"wgmma.m64n{head_dim}k16, A in registers"] * 2]
-    labels = [(m.start(), ptx.find(f"{m.group(1)};", m.end())) for m in re.finditer(r"(\$L__BB0_\d+):", ptx)]
-    loop = next(ptx[a:z] for a, z in labels if z > a and "wgmma.mma_async" in ptx[a:z])  # to the branch back
+    loop = loop_with(ptx, "wgmma.mma_async")
     steps = re.findall(r"wgmma\.(commit_group|wait_group)\.sync\.aligned( \d)?;", loop)
     assert steps == [("commit_group", ""), ("commit_group", ""), ("wait_group", " 1"), ("wait_group", " 0")]
     softmax = loop[loop.index("wait_group.sync.aligned 1") : loop.index("wait_group.sync.aligned 0")]
