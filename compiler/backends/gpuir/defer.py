@@ -75,8 +75,7 @@ def _carried_at(body: Block, v: Value) -> int | None:
     yields = body.terminator
     assert yields is not None
     at = [j for j, w in enumerate(yields.operands) if w is v]
-    readers = [o for op in body.ops for inner in [op, *(x for r in op.regions for x in r.walk())]
-               for o in [inner] if any(w is v for w in o.operands)]
+    readers = [o for o in body.walk() if any(w is v for w in o.operands)]
     return at[0] if len(at) == 1 and readers == [yields] else None
 
 
@@ -95,9 +94,8 @@ def why_not(loop: Op, first: Op, second: Op) -> str | None:
     if at is None:
         return "the second product's result is read in the loop (only the next iteration may receive it)"
     acc = body.args[at + 1]
-    for op in body.ops[: body.ops.index(first)]:
-        if any(v is acc for o in [op, *(x for r in op.regions for x in r.walk())] for v in o.operands):
-            return "an op before the first product reads the accumulator"
+    if any(v is acc for op in body.ops[: body.ops.index(first)] for o in op.walk() for v in o.operands):
+        return "an op before the first product reads the accumulator"
     inside = defined_in(loop)
     ops = feeding(body.ops, [second.operands[1]])
     made = {r for op in ops for r in op.results}
