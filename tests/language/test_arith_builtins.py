@@ -217,3 +217,45 @@ def test_where_broadcasts_condition_and_values(device):
     out = device.zeros((4, 8), "fp32")
     where_broadcast_kernel[(1,)](device.put(x), out, M=4, N=8)
     np.testing.assert_array_equal(device.get(out), np.where(np.arange(4)[:, None] > 1, x, -x))
+
+
+@despina.jit
+def where_index_kernel(x_ptr, out_ptr, shift, n, BLOCK: tl.constexpr, PRED: tl.constexpr, UNSIGNED: tl.constexpr):
+    rows = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    for start in range(0, n, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        at = rows[:, None] * n + cols[None, :]
+        x = tl.load(x_ptr + at)
+        left = rows[:, None] + 0
+        right = cols[None, :] + shift
+        if UNSIGNED:
+            left, right = left.to(tl.uint32), right.to(tl.uint32)
+        if PRED == "ge":
+            keep = left >= right
+        elif PRED == "gt":
+            keep = left > right
+        elif PRED == "le":
+            keep = left <= right
+        else:
+            keep = left < right
+        keep = keep & (cols[None, :] < n - 3)
+        tl.store(out_ptr + at, tl.where(keep, x, -1.0))
+
+
+@pytest.mark.parametrize("unsigned", [False, True])
+@pytest.mark.parametrize("pred", ["ge", "gt", "le", "lt"])
+def test_where_on_index_compares(device, pred, unsigned):
+    """A causal-style mask over 4x4 tiles of 64x64, a loop over a row of them in each program, shifted so
+    that tiles are wholly true, wholly false or mixed (in a loop, the GPU lowering decides whole tiles with
+    a branch: lower/select.py), ANDed with a bound on the columns broadcast from one row. Unsigned, a negative shift wraps inside a tile, where
+    the columns' order is not the values' (the lowering takes only signed compares)."""
+    block, n = 64, 256
+    x = np.arange(n * n, dtype=np.float32).reshape(n, n)
+    rows, cols = np.arange(n)[:, None], np.arange(n)[None, :]
+    compare = {"ge": np.greater_equal, "gt": np.greater, "le": np.less_equal, "lt": np.less}[pred]
+    for shift in (-70, 0, 5, 64, 129):
+        out = device.zeros((n, n), "fp32")
+        where_index_kernel[(n // block,)](device.put(x), out, shift, n, BLOCK=block, PRED=pred, UNSIGNED=unsigned)
+        left, right = (rows.astype(np.uint32), (cols + shift).astype(np.uint32)) if unsigned else (rows, cols + shift)
+        keep = compare(left, right)
+        np.testing.assert_array_equal(device.get(out), np.where(keep & (cols < n - 3), x, -1.0), err_msg=str(shift))

@@ -25,6 +25,7 @@ from . import (  # noqa: F401
     memory,
     reduce,
     scan,
+    select,
     shapes,
     specialize,
     tma,

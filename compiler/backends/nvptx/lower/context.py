@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import llvmlite.ir as ir
@@ -225,6 +226,15 @@ class Lowering:
                 out[r] = regs[first]
         return out
 
+    @cached_property
+    def _looped(self) -> set[int]:
+        return {id(inner) for op in self.gpu.fn.body.walk() if op.name in ("for", "while")
+                for region in op.regions for inner in region.walk()}
+
+    def in_loop(self, op: Op) -> bool:
+        """Whether `op` runs in the body of a `for` or `while` loop."""
+        return id(op) in self._looped
+
     def is_used(self, v: Value) -> bool:
         return v in self._used
 
@@ -402,7 +412,7 @@ class Lowering:
         for d in range(ll.rank):
             if not static[d]:
                 out.append(dyn[d])
-            elif static[d] & _dyn_bits(ll, d):
+            elif static[d] & dyn_bits(ll, d):
                 out.append(self.b.xor(dyn[d], const(i32, static[d])))
             else:
                 out.append(self.b.add(dyn[d], const(i32, static[d]), flags=["nuw", "nsw"]))
@@ -430,7 +440,7 @@ class Lowering:
         return self.b.and_(a, b)
 
 
-def _dyn_bits(ll: LinearLayout, d: int) -> int:
+def dyn_bits(ll: LinearLayout, d: int) -> int:
     """Every index bit along `d` that some lane or warp basis sets."""
     bits = 0
     for basis in ll.lane + ll.warp:

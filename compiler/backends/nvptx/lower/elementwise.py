@@ -1,4 +1,4 @@
-"""Elementwise arithmetic, comparisons, `select`, `fma` and casts, register by register."""
+"""Elementwise arithmetic, comparisons, `fma` and casts, register by register."""
 
 from __future__ import annotations
 
@@ -145,11 +145,6 @@ def cmp(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
         else:
             out.append(b.icmp_unsigned(pred, x, y))
     return [out]
-
-
-@lowering("select")
-def select(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
-    return [[ctx.b.select(c, x, y) for c, x, y in zip(*args)]]
 
 
 @lowering("fma")

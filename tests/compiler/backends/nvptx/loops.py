@@ -10,13 +10,17 @@ def pipelined_loop(ptx: str) -> str:
 
     With the "mbarriers" handoff (mma.sync dots) the body starts at the first mbarrier wait (the
     prologue only arrives) and ends with the arrival of its copies on their slot's full barrier; with
-    the "barrier" handoff (wgmma dots) it starts at `cp.async.wait_group S-2` and has no branch inside."""
+    the "barrier" handoff (wgmma dots) it starts at `cp.async.wait_group S-2` and ends at the first branch
+    back (a mask decided a tile at a time branches forward inside it: lower/select.py)."""
     if "cp.async.mbarrier.arrive.noinc" in ptx:
         found = re.search(r"mbarrier\.(try|test)_wait", ptx)
         assert found is not None, "a loop handing over by mbarriers has no mbarrier wait"
         return ptx[found.start() : ptx.index("bra", ptx.rindex("cp.async.mbarrier.arrive.noinc"))]
     start = ptx.index("cp.async.wait_group \t1;") if "wait_group \t1;" in ptx else ptx.index("cp.async.wait_group")
-    return ptx[start : ptx.index("bra", start)]
+    for m in re.finditer(r"bra(?:\.uni)?\s+(\$L__BB\d+_\d+);", ptx[start:]):
+        if ptx.index(f"{m.group(1)}:") < start:
+            return ptx[start : start + m.start()]
+    raise AssertionError("no branch back after the loop's first wait")
 
 
 def after_loop(ptx: str) -> str:
