@@ -209,7 +209,8 @@ def test_persistent_descriptor_matmul_matches_torch(hopper: Any, tmp_path: Path,
 
 
 @despina.jit
-def store_index_tile(desc, OFF_R, OFF_C, BR: tl.constexpr, BC: tl.constexpr, MOD: tl.constexpr):
+def store_index_tile(desc, OFF_R: tl.constexpr, OFF_C: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr,
+                     MOD: tl.constexpr):
     """Program p writes the block of values (p * BR * BC + its row-major index) % MOD at (OFF_R + p * BR, OFF_C)."""
     pid = tl.program_id(0)
     tile = pid * (BR * BC) + tl.arange(0, BR)[:, None] * BC + tl.arange(0, BC)[None, :]
@@ -238,27 +239,31 @@ STORE_CASES = [("fp16", (64, 64)), ("fp16", (64, 128)), ("fp16", (32, 32)), ("fp
 MODULI = {"fp16": 2039, "bf16": 251, "fp32": 1 << 20, "int8": 127}
 
 
-@pytest.mark.parametrize("at", [(0, 0), (-3, 5), (37, -6), (95, 83)])
+@pytest.mark.parametrize("cols", [90, 96])
+@pytest.mark.parametrize("at", [(0, 0), (8, 64), (-3, 5), (37, -6), (95, 83)])
 @pytest.mark.parametrize("dtype,block", STORE_CASES, ids=lambda c: str(c))
 def test_a_tma_store_writes_index_valued_tiles_only_inside_the_tensor(hopper: Any, dtype: str, block: tuple[int, int],
-                                                                      at: tuple[int, int]) -> None:
-    """A 100 x 90 tensor with rows of 96 elements, rows 2 .. 101 of a 104-row buffer of sentinels: programs write
-    their blocks from row at[0] on, one block past the tensor's last row, from column at[1] (negative, or past the
-    end). Every element inside the tensor that a block covers holds its index, each one else (the rows around
-    the tensor, the 6 columns past each row's end, what no block covers) keeps its sentinel."""
+                                                                      at: tuple[int, int], cols: int) -> None:
+    """A 100 x cols tensor with rows of 128 elements, rows 2 .. 101 of a 104-row buffer of sentinels: programs
+    write their blocks from row at[0] on, one block past the tensor's last row, from column at[1] (negative, or
+    past the end). Every element inside the tensor that a block covers holds its index, each one else (the rows
+    around the tensor, the columns past each row's end, what no block covers) keeps its sentinel. TMA stores the
+    blocks where the offsets are non-negative and 16-byte aligned along the rows and the rows end on a 16-byte
+    boundary (96 columns; gpuir.tma._store_fit): with 90 of fp16 or int8 it wrote columns 90 to 95, and at the
+    other offsets it raised an illegal instruction, which loses the CUDA context."""
     torch = hopper
-    rows, cols, stride, guard = 100, 90, 96, 2
+    rows, stride, guard = 100, 128, 2
     tdt = getattr(torch, TORCH[dtype])
+    size = torch.empty((), dtype=tdt).element_size()
     backing = torch.full((rows + 2 * guard, stride), -1, device="cuda", dtype=tdt)
     view = backing[guard : guard + rows, :cols]
     br, bc = block
     desc = TensorDescriptor(view, [rows, cols], [stride, 1], [br, bc])
     programs = despina.cdiv(rows - max(at[0], 0), br) + 1
-    consts = {"BR": br, "BC": bc, "MOD": MODULI[dtype]}
-    store_index_tile[(programs,)](desc, *at, **consts, num_warps=4)
-    # Not a dot's result: a masked store (TMA stored some of these wrong, and raised an illegal instruction at
-    # negative or unaligned offsets: gpuir.tma._store_fit).
-    assert not _compiled(store_index_tile, (desc, *at), consts).metadata.get("tensor_maps")
+    consts = {"OFF_R": at[0], "OFF_C": at[1], "BR": br, "BC": bc, "MOD": MODULI[dtype]}
+    store_index_tile[(programs,)](desc, **consts, num_warps=4)
+    tma = min(at) >= 0 and at[1] * size % 16 == 0 and cols % 16 == 0
+    assert len(_compiled(store_index_tile, (desc,), consts).metadata.get("tensor_maps") or ()) == int(tma)
     want = np.full((rows + 2 * guard, stride), -1, np.float64)
     for p in range(programs):
         for r in range(br):
@@ -270,7 +275,8 @@ def test_a_tma_store_writes_index_valued_tiles_only_inside_the_tensor(hopper: An
     np.testing.assert_array_equal(backing.double().cpu().numpy(), want)
 
 
-@pytest.mark.parametrize("n,block,off", [(1000, 1024, 0), (1000, 256, -40), (300, 64, 7), (4096, 512, 0)])
+@pytest.mark.parametrize("n,block,off", [(1000, 1024, 0), (1000, 256, -40), (300, 64, 7), (4096, 512, 0),
+                                         (4000, 256, 64)])
 def test_a_1d_tma_store_writes_only_inside_the_tensor(hopper: Any, n: int, block: int, off: int) -> None:
     """A 1-D block (boxes of up to 256 elements) written over an fp32 tensor of n elements amid sentinels."""
     torch = hopper
@@ -279,10 +285,11 @@ def test_a_1d_tma_store_writes_only_inside_the_tensor(hopper: Any, n: int, block
     desc = TensorDescriptor(view, [n], [1], [block])
     programs = despina.cdiv(n - off, block) + 1
     store_index_row[(programs,)](desc, OFF=off, B=block, MOD=1 << 20, num_warps=4)
-    # TMA stores it where the offset is provably non-negative and 16-byte aligned; at -40 or 7 it raised an
-    # illegal instruction, and the store is a masked one (gpuir.tma._store_fit).
+    # TMA stores it where the offset is provably non-negative and 16-byte aligned and n divisible by 16 (the
+    # tensor ends on a 16-byte boundary); at -40 or 7 it raised an illegal instruction, and the store is a masked
+    # one (gpuir.tma._store_fit).
     maps = _compiled(store_index_row, (desc,), {"OFF": off, "B": block, "MOD": 1 << 20}).metadata.get("tensor_maps")
-    assert len(maps or ()) == (1 if off >= 0 and off * 4 % 16 == 0 else 0)
+    assert len(maps or ()) == (1 if off >= 0 and off * 4 % 16 == 0 and n % 16 == 0 else 0)
     want = np.full(n + 64, -1.0)
     for p in range(programs):
         for e in range(block):
@@ -311,6 +318,7 @@ STORE_MATMULS = [
     ("fp32", (256, 96, 64), (128, 64, 64), 4, 2),
     ("fp16", (72, 40, 48), (64, 64, 32), 4, 3),
     ("fp16", (256, 256, 256), (128, 128, 64), 8, 1),
+    ("fp16", (200, 90, 64), (128, 128, 64), 8, 3),  # rows that end inside a 16-byte unit: a masked store
 ]
 
 
@@ -331,7 +339,8 @@ def test_a_matmul_stores_its_result_with_tma(hopper: Any, case: tuple[Any, ...])
     consts = {"BM": bm, "BN": bn, "BK": bk}
     store_matmul[(despina.cdiv(m, bm), despina.cdiv(n, bn))](*descs, k, **consts, num_warps=warps, num_stages=stages)
     maps = _compiled(store_matmul, (*descs, k), consts, warps, stages).metadata["tensor_maps"]
-    assert len(maps) == 3 and maps[2]["dtype"] == dtype
+    # TMA stores C where the specialization proves its rows end on a 16-byte boundary (n divisible by 16)
+    assert [m["dtype"] for m in maps[2:]] == ([dtype] if n % 16 == 0 else [])
     want = (a.double() @ b.double().T).to(tdt).double()
     tol = {"fp16": 1e-2, "bf16": 3e-2, "fp32": 1e-2}[dtype]
     torch.testing.assert_close(c.double(), want, rtol=tol, atol=tol * k ** 0.5)

@@ -22,9 +22,9 @@ launch's arguments:
   16 bytes;
 - a load's tile feeds a dot that wgmma takes (directly or through `tl.trans`) inside a loop, where
   the copies replace the loop's `cp.async` traffic (an mma.sync dot's loop keeps its cp.async
-  pipeline, handed over by mbarriers); a store's 2-D tile is a dot's result (a matmul's epilogue), and
-  its offsets are provably non-negative and 16-byte aligned along the rows (`_store_fit` says what the
-  H200 ran otherwise).
+  pipeline, handed over by mbarriers); a store's offsets are provably non-negative and 16-byte aligned
+  along the rows, and the tensor's rows provably end on a 16-byte boundary (`_store_fit` says what an
+  H100 ran otherwise).
 
 Every other descriptor access is expanded to a masked tile load or store (`passes/descriptors.py`).
 Out of the tensor's bounds TMA writes zeros (or NaN, with `padding_option="nan"`) into a loaded box,
@@ -117,22 +117,6 @@ def _feeds_wgmma(op: Op, users: dict[Value, list[Op]], fn: Function, num_warps: 
     return len(use) == 1 and use[0].name == "dot" and not isinstance(wgmma_fit(fn, use[0], num_warps), str)
 
 
-def _from_dot(v: Value) -> bool:
-    """Whether tile `v` is a dot's result (maybe cast, maybe carried out of the loop that runs the dot): a
-    matmul's epilogue, its tile in the accumulator's layout."""
-    for _ in range(16):
-        owner = v.owner
-        if isinstance(owner, Op) and owner.name == "cast":
-            v = owner.operands[0]
-        elif isinstance(owner, Op) and owner.name == "for":
-            yields = owner.regions[0].terminator
-            assert yields is not None
-            v = yields.operands[owner.results.index(v)]
-        else:
-            return isinstance(owner, Op) and owner.name == "dot"
-    return False
-
-
 def _multiple(v: Value, n: int, depth: int = 0) -> bool:
     """Whether integer `v` is provably a non-negative multiple of `n`: program ids, non-negative constants, and
     sums, products, quotients by positive constants, remainders, minima and maxima of such values."""
@@ -159,15 +143,15 @@ def _multiple(v: Value, n: int, depth: int = 0) -> bool:
     return False
 
 
-def _store_fit(op: Op, size: int) -> str | None:
-    """Why TMA does not store `op`'s block, beyond its map: what the H200 ran correctly is 2-D blocks of a
-    matmul's epilogue (the tile in the accumulator's layout) and 1-D blocks, at offsets that are non-negative
-    and 16-byte aligned along the rows. 2-D index-valued tiles from other layouts (a 64 x 128 fp16 block, a
-    32 x 128 int8 one) came back wrong, and negative or unaligned offsets (-3, 5; 37, -6; 95, 83; a 1-D
-    block at -40 or 7) raised an illegal instruction, which loses the CUDA context."""
+def _store_fit(op: Op, size: int, inner: tuple[str, int], divisible: set[int]) -> str | None:
+    """Why TMA does not store `op`'s block (whose map's innermost extent comes from `inner`), beyond its map.
+    On an H100, a box at a negative offset or at an innermost one not a multiple of 16 bytes raised an illegal
+    instruction, which loses the CUDA context; and where the tensor's rows end inside a 16-byte unit, the
+    store wrote that unit whole, past the row's end (a 100 x 90 fp16 tensor in rows of 96: columns 90-95)."""
+    kind, value = inner
+    if (kind == "value" and value * size % ALIGN) or (kind == "arg" and value not in divisible):
+        return "its rows are not known to end on a 16-byte boundary (TMA stores whole 16-byte units)"
     rank = len(shape_of(op.operands[-1].type))
-    if rank == 2 and not _from_dot(op.operands[-1]):
-        return "its tile is not a dot's result (TMA stores a matmul's epilogue)"
     offsets = op.operands[2 * rank : 3 * rank]
     if not all(_multiple(v, ALIGN // size if i == rank - 1 else 1) for i, v in enumerate(offsets)):
         return "its offsets are not provably non-negative, the last a multiple of 16 bytes"
@@ -217,7 +201,7 @@ def tensor_map(op: Op, fn: Function, attrs: dict[str, Any]) -> TensorMap | str:
     for kind, value in strides:
         if (kind == "value" and value * size % ALIGN) or (kind == "arg" and value not in divisible):
             return "its strides are not known to be multiples of 16 bytes"
-    why = _store_fit(op, size) if op.name == "descriptor_store" else None
+    why = _store_fit(op, size, shape[-1], divisible) if op.name == "descriptor_store" else None
     if why is not None:
         return why
     return TensorMap(elem.name, base.index, shape, strides, box, swizzle, fill)

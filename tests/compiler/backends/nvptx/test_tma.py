@@ -404,14 +404,24 @@ def test_the_epilogue_stores_its_tile_with_tma(c: str, block: tuple[int, int, in
 
 def test_a_store_is_wide_shared_writes_where_the_registers_allow() -> None:
     """A 1-D tile TMA stores (its thread's elements 16 bytes in a row) is written to shared memory 16 bytes at
-    a time. A 2-D tile that is no dot's result is a masked store: on an H200 a 64 x 128 fp16 index tile came
-    back wrong from TMA (`gpuir.tma._store_fit`)."""
+    a time. A 2-D tile from any layout is TMA's too (an index tile here; stop 22 kept TMA to dots' results after
+    index tiles came back wrong, which was TMA storing whole 16-byte units past the rows' end)."""
     k = despina.compile(store_rows, "*fp16:16,i32,i32:16,i32", {"BR": 64, "BC": 1024, "RANK": 1}, num_warps=4,
                         target="sm_90a")
     assert store_tma(k) == ["0"] and "st.shared.v4.b32" in k.asm["ptx"]
     k = despina.compile(store_rows, "*fp16:16,i32,i32:16,i32", {"BR": 64, "BC": 64, "RANK": 2}, num_warps=4,
                         target="sm_90a")
-    assert store_tma(k) == ['"none: its tile is not a dot\'s result (TMA stores a matmul\'s epilogue)"']
+    assert store_tma(k) == ["0"] and "st.global" not in k.asm["ptx"]
+
+
+@pytest.mark.parametrize("sig", ["*fp16:16,i32,i32,i32", "*fp32:16,i32,i32,i32"])
+def test_rows_that_may_end_inside_16_bytes_are_a_masked_store(sig: str) -> None:
+    """On an H100 TMA stored a row's last 16-byte unit whole, past the row's end: the tensor's innermost extent
+    must be a multiple of 16 bytes, which the specialization proves only for a size divisible by 16 (`i32:16`)."""
+    k = despina.compile(store_rows, sig, {"BR": 8, "BC": 1024, "RANK": 1}, num_warps=4, target="sm_90a")
+    assert store_tma(k) == ['"none: its rows are not known to end on a 16-byte boundary (TMA stores whole 16-byte '
+                            'units)"']
+    assert "cp.async.bulk" not in k.asm["ptx"] and "st.global" in k.asm["ptx"]
 
 
 def test_targets_without_tma_store_as_the_block_pointer_did() -> None:
@@ -459,7 +469,7 @@ def test_blocks_tma_does_not_store(rank: int, reason: str) -> None:
 
 
 def test_a_1d_block_is_stored_in_boxes_of_256_elements() -> None:
-    k = despina.compile(store_rows, "*fp32:16,i32,i32,i32", {"BR": 8, "BC": 1024, "RANK": 1}, num_warps=4,
+    k = despina.compile(store_rows, "*fp32:16,i32,i32:16,i32", {"BR": 8, "BC": 1024, "RANK": 1}, num_warps=4,
                         target="sm_90a")
     assert store_tma(k) == ["0"]
     assert k.metadata["tensor_maps"] == [{"dtype": "fp32", "base": {"arg": 0}, "shape": [{"arg": 2}], "strides": [],
