@@ -373,8 +373,9 @@ def _only_user(users: dict[Value, list[Op]], v: Value, op: Op) -> bool:
 
 def _carried(body: Block, users: dict[Value, list[Op]], v: Value) -> tuple[Value, Op | None] | None:
     """The body argument that the next iteration receives `v` (a dot's result) as, and the top-level `if`
-    it passes through on the way (a flattened nest's epilogue, which both branches of pass it on and
-    whose branches alone read it otherwise), or None when something else reads it."""
+    it passes through on the way (a flattened nest's epilogue: one branch passes it on, the other, which
+    reads it, passes it on or gives zeros, the next tile's start; its branches alone read it otherwise), or
+    None when something else reads it."""
     yields = body.terminator
     assert yields is not None
     if any(w is v for w in yields.operands):
@@ -386,8 +387,9 @@ def _carried(body: Block, users: dict[Value, list[Op]], v: Value) -> tuple[Value
         ends = [r.terminator for r in branch.regions]
         inside = {o for r in branch.regions for o in r.walk()}
         for m, res in enumerate(branch.results):
-            if all(e is not None and e.operands[m] is v for e in ends) and _only_user(users, res, yields) \
-                    and all(u in inside for u in users.get(v, [])):
+            passed = [e is not None and e.operands[m] is v for e in ends]
+            if any(passed) and all(p or (e is not None and _is_zero(e.operands[m])) for p, e in zip(passed, ends)) \
+                    and _only_user(users, res, yields) and all(u in inside for u in users.get(v, [])):
                 j = next(j for j, w in enumerate(yields.operands) if w is res)
                 return body.args[j + 1], branch
     return None
