@@ -1,7 +1,7 @@
 """The local disk cache of compiled kernels (`~/.cache/despina`, or `DESPINA_CACHE_DIR`).
 
 Content-addressed: `cache_key` hashes the canonical IR, the specialization, the options, the
-target and the versions of despina, LLVM (llvmlite), nvJitLink and the backend's source, so
+target and the versions of despina, LLVM (llvmlite), nvJitLink and the compiler's source, so
 nothing stale is ever found. One entry is one file holding the cubin, the JSON metadata and every
 stage's text, behind a header with their SHA-256 digest:
 
@@ -279,9 +279,10 @@ def _nvjitlink_version() -> str:
 @functools.cache
 def toolchain() -> dict[str, str]:
     """The versions a cubin depends on besides its input: despina, llvmlite (which fixes the LLVM
-    version), nvJitLink, and a digest of the backend's source (so a changed backend never reuses a
-    cubin during development, when the version stays the same). Read from package metadata and
-    files, once per process: nothing here imports LLVM or nvJitLink when their wheels are installed."""
+    version), nvJitLink, and a digest of the compiler's source (so a changed backend, or a pass or IR
+    class it runs, never reuses a cubin during development, when the version stays the same). Read from
+    package metadata and files, once per process: nothing here imports LLVM or nvJitLink when their
+    wheels are installed."""
     import despina
 
     return {"despina": despina.__version__, "llvmlite": _version("llvmlite"), "nvjitlink": _nvjitlink_version(),
@@ -302,10 +303,13 @@ def _sources(root: str) -> list[tuple[str, int, int]]:
 
 
 def backend_digest() -> str:
-    """SHA-256 of the backend's sources (`source_digest`)."""
-    import despina.compiler.backends as backends
+    """SHA-256 of the sources a compile from tile IR runs (`source_digest`): the whole compiler package, not
+    only its backends. The backend runs passes of `compiler/passes` on its copy of a kernel (loop-nest
+    flattening, descriptor expansion) and the IR's classes; keyed on `compiler/backends` alone, a changed
+    `passes/flatten.py` was answered with the cubins of the code before it."""
+    import despina.compiler as compiler
 
-    return source_digest(os.path.dirname(os.path.abspath(backends.__file__)), "backend")
+    return source_digest(os.path.dirname(os.path.abspath(str(compiler.__file__))), "backend")
 
 
 @functools.cache
@@ -377,7 +381,7 @@ def _recorded(root: str) -> list[tuple[str, str]] | None:
     install, whose RECORD lists no source under `root`)."""
     root = os.path.abspath(root)
     site, parts = root, list[str]()
-    for _ in range(4):  # despina/, despina/compiler/, despina/compiler/backends/
+    for _ in range(4):  # despina/, despina/compiler/ (its digest), despina/compiler/backends/
         site, name = os.path.split(site)
         parts.insert(0, name)
         if name == "despina":

@@ -175,18 +175,21 @@ def test_toolchain_loads_neither_llvm_nor_nvjitlink() -> None:
 
 
 def test_the_backend_digest_is_kept_and_follows_the_sources(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    import despina.compiler.backends as backends
+    import despina.compiler as compiler
 
-    root = tmp_path / "backends"
-    (root / "nvptx").mkdir(parents=True)
+    root = tmp_path / "compiler"
+    (root / "backends" / "nvptx").mkdir(parents=True)
+    (root / "passes").mkdir()
     (root / "__init__.py").write_text("")
-    (root / "nvptx" / "lower.py").write_text("RULES = {}\n")
-    (root / "nvptx" / "notes.txt").write_text("not source")
-    monkeypatch.setattr(backends, "__file__", str(root / "__init__.py"))
+    (root / "backends" / "nvptx" / "lower.py").write_text("RULES = {}\n")
+    (root / "backends" / "nvptx" / "notes.txt").write_text("not source")
+    (root / "passes" / "flatten.py").write_text("STEP = 1\n")
+    monkeypatch.setattr(compiler, "__file__", str(root / "__init__.py"))
     monkeypatch.setenv("DESPINA_CACHE_DIR", str(tmp_path / "cache"))
+    sources = ("__init__.py", "backends/nvptx/lower.py", "passes/flatten.py")
 
     def hashed() -> str:
-        lines = [f"{rel},{_record_hash((root / rel).read_bytes())}\n" for rel in ("__init__.py", "nvptx/lower.py")]
+        lines = [f"{rel},{_record_hash((root / rel).read_bytes())}\n" for rel in sources]
         return hashlib.sha256("".join(lines).encode()).hexdigest()
 
     first = cache.backend_digest()
@@ -196,11 +199,14 @@ def test_the_backend_digest_is_kept_and_follows_the_sources(monkeypatch: pytest.
     assert cache.backend_digest() == "a" * 64
     kept.write_text("garbage")
     assert cache.backend_digest() == first and kept.read_text() == first
-    (root / "nvptx" / "lower.py").write_text("RULES = {'add': 1}\n")  # an edit (editable install)
+    (root / "backends" / "nvptx" / "lower.py").write_text("RULES = {'add': 1}\n")  # an edit (editable install)
     second = cache.backend_digest()
     assert second == hashed() != first and len(list(kept.parent.glob("*.backend"))) == 2
-    (root / "nvptx" / "extra.py").write_text("")
-    assert cache.backend_digest() not in (first, second)
+    (root / "passes" / "flatten.py").write_text("STEP = 2\n")  # a pass the backend runs on its copy of a kernel
+    third = cache.backend_digest()
+    assert third == hashed() not in (first, second)
+    (root / "backends" / "nvptx" / "extra.py").write_text("")
+    assert cache.backend_digest() not in (first, second, third)
     (tmp_path / "a-file").write_text("")
     monkeypatch.setenv("DESPINA_CACHE_DIR", str(tmp_path / "a-file" / "cache"))  # cannot be written: computed
     assert cache.backend_digest() == cache.backend_digest() != second
@@ -214,34 +220,34 @@ def _record_hash(data: bytes) -> str:
 def test_an_installed_wheel_s_digest_is_read_from_its_record(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """In site-packages the installer's RECORD gives every source file's hash: the digest is made from it
     (no file read, nothing kept), and is the one the same files give where there is no RECORD."""
-    import despina.compiler.backends as backends
+    import despina.compiler as compiler
 
     site = tmp_path / "site-packages"
-    root = site / "despina" / "compiler" / "backends"
-    (root / "nvptx").mkdir(parents=True)
-    sources = {"__init__.py": b"", "nvptx/lower.py": b"RULES = {}\n", "nvptx/z.py": b"Z = 1\n"}
+    root = site / "despina" / "compiler"
+    (root / "backends" / "nvptx").mkdir(parents=True)
+    sources = {"__init__.py": b"", "backends/nvptx/lower.py": b"RULES = {}\n", "backends/nvptx/z.py": b"Z = 1\n"}
     for rel, data in sources.items():
         (root / rel).write_bytes(data)
-    monkeypatch.setattr(backends, "__file__", str(root / "__init__.py"))
+    monkeypatch.setattr(compiler, "__file__", str(root / "__init__.py"))
     monkeypatch.setenv("DESPINA_CACHE_DIR", str(tmp_path / "cache"))
     walked = cache.backend_digest()  # no RECORD yet: the files hashed, the digest kept
     (tmp_path / "cache" / "toolchain").rename(tmp_path / "kept")
     info = site / "despina-1.0.dist-info"
     info.mkdir()
     record = ["despina/__init__.py,sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU,0"]
-    record += [f"despina/compiler/backends/{rel},sha256={_record_hash(data)},{len(data)}" for rel, data in sources.items()]
+    record += [f"despina/compiler/{rel},sha256={_record_hash(data)},{len(data)}" for rel, data in sources.items()]
     record += ["despina-1.0.dist-info/RECORD,,", "despina/compiler/backends/nvptx/table.json,sha256=x,2"]
     (info / "RECORD").write_text("\n".join(reversed(record)) + "\n")
     assert cache.backend_digest() == walked
     assert not (tmp_path / "cache" / "toolchain").exists()  # nothing hashed, nothing kept
-    (root / "nvptx" / "z.py").write_bytes(b"Z = 2\n")  # the files are not read: RECORD is what was installed
+    (root / "backends" / "nvptx" / "z.py").write_bytes(b"Z = 2\n")  # the files are not read: RECORD is what was installed
     assert cache.backend_digest() == walked
     (info / "RECORD").write_text("\n".join(record[:2]) + "\n")  # another wheel's sources: another digest
     assert cache.backend_digest() != walked
-    (info / "RECORD").write_text("despina/compiler/backends/__init__.py,md5=abc,0\n")  # no sha256: the files
+    (info / "RECORD").write_text("despina/compiler/__init__.py,md5=abc,0\n")  # no sha256: the files
     assert cache.backend_digest() not in (walked, "")
     (info / "RECORD").unlink()
-    (root / "nvptx" / "z.py").write_bytes(b"Z = 1\n")
+    (root / "backends" / "nvptx" / "z.py").write_bytes(b"Z = 1\n")
     assert cache.backend_digest() == walked
 
 
