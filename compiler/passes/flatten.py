@@ -14,7 +14,7 @@ next tile's operands while the current tile's last products and epilogue run:
                                                          c_in = c0(t) where j % n_k == 0 else c
                                                          c = body(t, k, c_in)
                                                          if j % n_k == n_k - 1: post(t, c); c = c0(t)
-                                                         (else the epilogue's `if` passes c on)
+                                                         (c: what post reads; else `if` passes c on)
                                                 else:
                                                     the loop nest as written
 
@@ -168,25 +168,32 @@ def _flatten(loop: Op) -> tuple[list[Op], list[Value]]:
     flat.ops += [clone_op(op, imap) for op in ibody.ops[:-1]]
     done = [imap.get(v, v) for v in iyields.operands]
     ends = e.op("cmp", ki, e.op("sub", n_k, e.const(1, ty)), pred="eq")
-    # The epilogue passes the inner loop's initial values on (the next iteration starts a tile, which takes them
-    # again): a tile's accumulator is dead once the epilogue has read it, and its registers are free for the
-    # epilogue's own values. Passed on as it was, the accumulator stayed live into the next tile's first product
-    # (whose scale-d ignores it): tutorial 09's kernel at 128x256x64 took 204 registers (158 now), and warp-
-    # specialized, where a block of 9 warps gets at most 168, spilled 100 bytes. Both branches' values meet in
-    # one place, so that a wgmma accumulator the epilogue waits for (lowering) leaves it as waited.
+    # The inner loop's values that the epilogue reads (its accumulators) pass through the epilogue's `if`: its
+    # branch gives their initial values (the next iteration starts a tile, which takes them again), so that a
+    # tile's accumulator is dead once the epilogue has read it and its registers are free for the epilogue's own
+    # values. Passed on as it was, the accumulator stayed live into the next tile's first product (whose scale-d
+    # ignores it): tutorial 09's kernel at 128x256x64 took 204 registers (158 now), and warp-specialized, where a
+    # block of 9 warps gets at most 168, spilled 100 bytes. Both branches' values meet in one place, so that a
+    # wgmma accumulator the epilogue waits for (lowering) leaves it as waited. The other values (pointers the
+    # inner loop steps) go straight to the next iteration: through the `if`, the loads they address could not be
+    # pipelined (their ahead slice would hold the epilogue).
     # The epilogue computes `pre` again for itself: the iteration's own copy then feeds only the loads, which
     # the pipeline evaluates for the iteration S-1 ahead, and is not computed a second time every iteration.
+    read = {v for op in post for o in op.walk() for v in o.operands}
+    through = [i for i, r in enumerate(inner.results) if r in read]
     then = Block()
     tmap: Subst = {body.args[0]: t, **dict(zip(body.args[1:], outer_args))}
     then.ops += [clone_op(op, tmap) for op in pre]
     tmap.update(zip(inner.results, done))
     then.ops += [clone_op(op, tmap) for op in post]
-    starts_again = [tmap.get(v, v) for v in inner.operands[3:]]
+    starts_again = [tmap.get(inner.operands[3 + i], inner.operands[3 + i]) for i in through]
     then.ops.append(Op("yield", [*(tmap.get(v, v) for v in yields.operands), *starts_again], [], {}, (), yields.loc))
     other = Block()
-    other.ops.append(Op("yield", [*outer_args, *done], [], {}, (), yields.loc))
-    epilogue = Op("if", [ends], [v.type for v in inits], {}, (then, other), loop.loc)
+    other.ops.append(Op("yield", [*outer_args, *(done[i] for i in through)], [], {}, (), yields.loc))
+    epilogue = Op("if", [ends], [*(a.type for a in outer_args), *(inner_args[i].type for i in through)], {},
+                  (then, other), loop.loc)
     flat.ops.append(epilogue)
+    passed = [epilogue.results[n_outer + through.index(i)] if i in through else done[i] for i in range(n_inner)]
     stepped = e.op("add", t, step)
     next_t = e.op("select", ends, stepped, t)
     next_ki = e.op("select", ends, zero, e.op("add", ki, e.const(1, ty)))
@@ -201,7 +208,8 @@ def _flatten(loop: Op) -> tuple[list[Op], list[Value]]:
         advance = Op("if", [ends], [v.type for v in carry], {}, (ahead, stay), loop.loc)
         flat.ops.append(advance)
         next_tile = list(advance.results)
-    flat.ops.append(Op("yield", [*epilogue.results, *next_tile, next_t, next_ki], [], {}, (), yields.loc))
+    flat.ops.append(Op("yield", [*epilogue.results[:n_outer], *passed, *next_tile, next_t, next_ki], [], {}, (),
+                       yields.loc))
     attrs = {k: v for k, v in loop.attrs.items() if k not in (ATTR, RESULT)}
     if inner.attrs.get("num_stages") is not None:  # the pipeline the inner loop asked for is the fused loop's
         attrs["num_stages"] = inner.attrs["num_stages"]

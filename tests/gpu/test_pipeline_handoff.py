@@ -127,3 +127,57 @@ def test_attention_hands_slots_over_by_mbarriers(torch_cuda: Any, mma_sync_targe
 
 def _spec(x: int) -> str:
     return "i32:1" if x == 1 else "i32:16" if x % 16 == 0 else "i32"
+
+
+def stepped_persistent(a_ptr, b_ptr, c_ptr, M, N, K, TILES_N: tl.constexpr, PROGRAMS: tl.constexpr, BM: tl.constexpr,
+                       BN: tl.constexpr, BK: tl.constexpr):
+    """`persistent_matmul` with its tile loop flattened (passes/flatten.py): the K loop's pointers, which it
+    steps, go from one iteration to the next beside the epilogue; through it, the loads were not pipelined."""
+    rk = tl.arange(0, BK)
+    tiles = tl.cdiv(M, BM) * TILES_N
+    for tile in tl.range(tl.program_id(0), tiles, PROGRAMS, flatten=True):
+        rm = (tile // TILES_N) * BM + tl.arange(0, BM)
+        rn = (tile % TILES_N) * BN + tl.arange(0, BN)
+        a_ptrs = a_ptr + (rm % M)[:, None] * K + rk[None, :]
+        b_ptrs = b_ptr + rk[:, None] * N + (rn % N)[None, :]
+        acc = tl.zeros((BM, BN), tl.float32)
+        for k in range(0, K, BK):  # bounds from outside the nest, which flattening needs
+            a = tl.load(a_ptrs, mask=rk[None, :] < K - k, other=0.0)
+            b = tl.load(b_ptrs, mask=rk[:, None] < K - k, other=0.0)
+            acc = tl.dot(a, b, acc)
+            a_ptrs += BK
+            b_ptrs += BK * N
+        tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(tl.float16), mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+# Kernel objects of their own per target (see `matmul` above).
+stepped_mma_sync = despina.jit(stepped_persistent)
+stepped_own = despina.jit(stepped_persistent)
+
+
+def _stepped(torch: Any, kernel: Any, target: str, programs: int, k: int) -> None:
+    m, n, bm, bn, bk = 200, 256, 64, 128, 32
+    a = _operand(torch, "fp16", (m, max(k, 1)), 5, False)[:, :k].contiguous()
+    b = _operand(torch, "fp16", (max(k, 1), n), 6, False)[:k].contiguous()
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)
+    consts = {"TILES_N": n // bn, "PROGRAMS": programs, "BM": bm, "BN": bn, "BK": bk}
+    kernel[(programs,)](a, b, c, m, n, k, **consts, num_warps=4, num_stages=3)
+    torch.testing.assert_close(c.double(), a.double() @ b.double(), rtol=TOL["fp16"], atol=TOL["fp16"] * max(k, 1) ** 0.5)
+    plan = despina.compile(kernel, f"*fp16:16,*fp16:16,*fp16:16,i32,i32:16,{_spec(k)}", consts, num_warps=4,
+                           num_stages=3, target=target)
+    fused = next(line for line in plan.asm["gpuir"].splitlines() if 'flattened = "yes' in line)
+    assert "2 loads by cp.async" in fused
+
+
+@pytest.mark.parametrize(("programs", "k"), [(1, 208), (3, 208), (5, 48), (3, 0)])
+def test_a_flattened_tile_loop_stepping_its_pointers_is_pipelined(torch_cuda: Any, mma_sync_target: str, programs: int,
+                                                                  k: int) -> None:
+    _stepped(torch_cuda, stepped_mma_sync, mma_sync_target, programs, k)
+
+
+@pytest.mark.parametrize(("programs", "k"), [(1, 208), (3, 208), (5, 48), (3, 0)])
+def test_a_flattened_tile_loop_stepping_its_pointers_is_pipelined_on_the_device_s_target(
+        torch_cuda: Any, programs: int, k: int) -> None:
+    """On a 9.0 device: sm_90a, wgmma reading the cp.async ring."""
+    major, minor = torch_cuda.cuda.get_device_capability()
+    _stepped(torch_cuda, stepped_own, driver.target_for((major, minor)), programs, k)

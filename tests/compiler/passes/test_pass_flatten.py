@@ -15,7 +15,7 @@ from descriptor_kernels import persistent_rowsum, persistent_scaled
 import despina
 import despina.language as tl
 from despina.compiler.interpreter import run_kernel
-from despina.compiler.ir.core import Module
+from despina.compiler.ir.core import Module, Op
 from despina.compiler.passes.flatten import flatten_loops
 
 
@@ -120,3 +120,43 @@ def test_a_tile_s_coordinates_are_carried_and_computed_once_a_tile(rows: int, co
     np.testing.assert_array_equal(results[0], results[1])
     want = np.stack([x[:rows, n * 32 : (n + 1) * 32].sum(axis=1) for n in range(n_tiles)], axis=1).reshape(-1)
     np.testing.assert_array_equal(results[1][: rows * n_tiles], want)
+
+
+@despina.jit
+def stepped_rowsums(x_ptr, out_ptr, R, C, BR: tl.constexpr, BC: tl.constexpr, PROGRAMS: tl.constexpr):
+    """persistent_rowsum with the inner loop stepping its pointers (`ptrs += BC`) and reading only them."""
+    for tile in tl.range(tl.program_id(0), tl.cdiv(R, BR), PROGRAMS, flatten=True):
+        rows = tile * BR + tl.arange(0, BR)
+        ptrs = x_ptr + rows[:, None] * C + tl.arange(0, BC)[None, :]
+        acc = tl.zeros((BR,), tl.float32)
+        for c in range(0, C, BC):
+            acc += tl.sum(tl.load(ptrs, mask=(rows[:, None] < R) & (c + tl.arange(0, BC)[None, :] < C), other=0.0), 1)
+            ptrs += BC
+        tl.store(out_ptr + rows, acc, mask=rows < R)
+
+
+@pytest.mark.parametrize("rows,cols,programs", [(50, 37, 3), (64, 32, 2), (8, 100, 5), (50, 0, 3)])
+def test_what_the_epilogue_does_not_read_goes_straight_to_the_next_iteration(rows: int, cols: int,
+                                                                              programs: int) -> None:
+    """The accumulator, which the epilogue reads, passes through its `if` (the next tile's start on a tile's
+    last step); the pointers the inner loop steps go to the next iteration beside it, so that the pipeline can
+    evaluate their loads ahead (through the `if`, it could not: lower/pipeline)."""
+    rng = np.random.default_rng(rows * 100 + cols)
+    x = rng.integers(-4, 5, (max(rows, 1), max(cols, 1))).astype(np.float32)
+    module = module_of(stepped_rowsums, (x, x, rows, cols), {"BR": 8, "BC": 16, "PROGRAMS": programs})
+    flat = copy.deepcopy(module)
+    flatten_loops(flat.kernel)
+    fused = next(op for op in flat.kernel.walk() if op.name == "for" and op.attrs.get("flattened", "").startswith("yes"))
+    body = fused.regions[0]
+    epilogue = next(op for op in body.ops if op.name == "if")
+    assert [str(r.type) for r in epilogue.results] == ["tile<8xfp32>"]  # the accumulator alone
+    at = next(i for i, a in enumerate(body.args) if "ptr" in str(a.type))
+    assert body.terminator is not None
+    step = body.terminator.operands[at - 1].owner
+    assert isinstance(step, Op) and step.name == "addptr"  # not the epilogue's result
+    results = []
+    for m in (module, flat):
+        out = np.full(max(rows, 1) + 8, -1.0, np.float32)
+        run_kernel(m, grid=(programs, 1, 1), args=[x, out, rows, cols])
+        results.append(out)
+    np.testing.assert_array_equal(results[0], results[1])
