@@ -13,6 +13,7 @@ import sys
 import warnings
 from pathlib import Path
 
+import benchmark_kernels
 import numpy as np
 import pytest
 
@@ -187,18 +188,8 @@ def test_no_nvdisasm_is_a_clear_error(compiled, monkeypatch):
 # ---- host tensor descriptors: `tensordesc<...>` entries build what a launch with TensorDescriptors builds --
 
 
-@despina.jit
-def desc_matmul_kernel(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                       BLOCK_K: tl.constexpr):
-    """benchmarks/kernels.py's matmul_tma_kernel: A [M, K], B [N, K] (K-major) and C through host TensorDescriptors."""
-    pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in tl.range(0, K, BLOCK_K):
-        a = a_desc.load([pid_m * BLOCK_M, k])
-        b = b_desc.load([pid_n * BLOCK_N, k])
-        acc = tl.dot(a, b.T, acc)
-    c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(tl.float16))
+# benchmarks/kernels.py's matmul_tma_kernel: A [M, K], B [N, K] (K-major) and C through host TensorDescriptors.
+desc_matmul_kernel = benchmark_kernels.load().matmul_tma_kernel
 
 
 @despina.jit

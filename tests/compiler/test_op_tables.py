@@ -12,11 +12,11 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import runpy
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import benchmark_kernels
 import numpy as np
 import pytest
 
@@ -131,11 +131,7 @@ def test_the_examples_write_only_attributes_of_their_schemas(name: str, traced: 
 
 def test_the_benchmark_kernels_write_only_attributes_of_their_schemas(traced: list[Module]) -> None:
     """benchmarks/kernels.py as benchmarks/gpu.py loads it, each kernel launched once on small inputs."""
-    spec = importlib.util.spec_from_file_location("despina_benchmark_gpu", ROOT / "benchmarks" / "gpu.py")
-    assert spec is not None and spec.loader is not None
-    gpu = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gpu)
-    k: Any = gpu.load_kernels("despina", Path(tempfile.mkdtemp(prefix="despina-tables-")))
+    k: Any = benchmark_kernels.load()
     x, h = np.ones(256, np.float32), np.ones(256, np.float16)
     k.add_kernel[(1,)](x, x, np.empty_like(x), 8, BLOCK_SIZE=16)
     k.softmax_kernel[(1,)](np.empty_like(x), x, 8, 8, 8, BLOCK_SIZE=16)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import benchmark_kernels
 import numpy as np
 import pytest
 
@@ -19,7 +20,7 @@ from despina.runtime import driver
 from despina.tools.tensor_descriptor import TensorDescriptor
 
 from .test_execute import GrpcDaemon, gpu_daemon, on_daemon  # noqa: F401 (fixtures)
-from .test_tma import _operand, benchmark_kernels
+from .test_tma import _operand
 
 
 @despina.jit
@@ -53,7 +54,7 @@ def _want(torch: Any, a: Any, b: Any) -> Any:
 def test_the_specialized_descriptor_matmul_matches_torch(hopper: Any, tmp_path: Path, mnk: tuple[int, int, int],
                                                          config: tuple[int, int, int, int]) -> None:
     torch = hopper
-    kernels = benchmark_kernels(tmp_path)
+    kernels = benchmark_kernels.load(tmp_path)
     (m, n, k), (bm, bn, bk, stages) = mnk, config
     a, b = (_operand(torch, "fp16", (rows, max(k, 8)), seed)[:, :k] for rows, seed in ((m, 1), (n, 2)))
     c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)
@@ -69,7 +70,7 @@ def test_the_specialized_descriptor_matmul_matches_torch(hopper: Any, tmp_path: 
 def test_the_specialized_persistent_matmul_matches_torch(hopper: Any, tmp_path: Path, programs: int, k: int, bn: int,
                                                          stages: int) -> None:
     torch = hopper
-    kernels = benchmark_kernels(tmp_path)
+    kernels = benchmark_kernels.load(tmp_path)
     m, n = 300, 520
     a, b = (_operand(torch, "fp16", (rows, max(k, 8)), seed)[:, :k] for rows, seed in ((m, 7), (n, 8)))
     c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)

@@ -11,10 +11,10 @@ and fp32 C, ragged M and N) against torch; the same kernel run by the daemon."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any
 
+import benchmark_kernels
 import numpy as np
 import pytest
 
@@ -72,16 +72,6 @@ CASES = [
     ("fp8e4nv", (256, 256, 256), (128, 128, 128), 8, 3, True),
     ("fp32", (256, 128, 160), (128, 64, 32), 4, 3, True),  # tf32: mma.sync, whose loads are masked loads
 ]
-
-
-def benchmark_kernels(workdir: Path) -> Any:
-    """benchmarks/kernels.py as benchmarks/gpu.py loads it for despina."""
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu.py"
-    spec = importlib.util.spec_from_file_location("despina_benchmark_gpu", path)
-    assert spec is not None and spec.loader is not None
-    gpu = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gpu)
-    return gpu.load_kernels("despina", workdir)
 
 
 @pytest.fixture
@@ -173,7 +163,7 @@ def test_attention_through_descriptors_matches_sdpa(hopper: Any, tmp_path: Path,
     (2 batches x 3 heads, 384, dim) fp16, against torch's scaled_dot_product_attention; warp-specialized
     (`ws`), with P V deferred to the next iteration and the last one after the loop (gpuir/defer.py)."""
     torch = hopper
-    kernels = benchmark_kernels(tmp_path)
+    kernels = benchmark_kernels.load(tmp_path)
     batch, heads, n_ctx = 2, 3, 384
     q, k, v = (torch.randn((batch * heads * n_ctx, dim), device="cuda", dtype=torch.float16) for _ in range(3))
     out = torch.full_like(q, float("nan"))
@@ -193,7 +183,7 @@ def test_persistent_descriptor_matmul_matches_torch(hopper: Any, tmp_path: Path,
     one's epilogue; 200: more programs than tiles), ragged M, N and K (one K step; none: the nest as
     written runs, and C is 0), B as [N, K] through `.T`, C through a descriptor store."""
     torch = hopper
-    kernels = benchmark_kernels(tmp_path)
+    kernels = benchmark_kernels.load(tmp_path)
     m, n = 300, 520
     a, b = (_operand(torch, "fp16", (rows, max(k, 8)), seed)[:, :k] for rows, seed in ((m, 7), (n, 8)))
     c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)

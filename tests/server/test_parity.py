@@ -9,9 +9,9 @@ from __future__ import annotations
 import runpy
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
+import benchmark_kernels
 import numpy as np
 import pytest
 from conftest import Interpreter
@@ -74,21 +74,9 @@ def test_example(name: str, device: Interpreter, monkeypatch: pytest.MonkeyPatch
     assert "matches NumPy" in capsys.readouterr().out or name == "dropout"
 
 
-def benchmark_kernels() -> ModuleType:
-    """benchmarks/kernels.py as benchmarks/gpu.py loads it for despina."""
-    import importlib.util
-    import tempfile
-
-    spec = importlib.util.spec_from_file_location("despina_benchmark_gpu", BENCHMARKS / "gpu.py")
-    assert spec is not None and spec.loader is not None
-    gpu = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gpu)
-    return gpu.load_kernels("despina", Path(tempfile.mkdtemp(prefix="despina-parity-")))
-
-
 def test_benchmark_kernels(device: Interpreter) -> None:
     """Every kernel and configuration that benchmarks/gpu.py times, traced (not run) with its arguments."""
-    k: Any = benchmark_kernels()
+    k: Any = benchmark_kernels.load()
     f32, f16, n = np.zeros(8, np.float32), np.zeros(8, np.float16), np.int32(4096)
     bf16 = despina.reinterpret(np.zeros(8, np.uint16), tl.bfloat16)
     cases: list[tuple[Any, tuple[Any, ...], dict[str, int], CompileOptions]] = [
@@ -118,7 +106,7 @@ def test_descriptor_kernels_on_sm_90a(device: Interpreter, nvptx_daemon: Daemon)
     """benchmarks/gpu.py's descriptor kernels for sm_90a as well, where TMA copies their tiles and stores their
     results (tensor maps in the metadata) and the persistent kernel's loop nest is flattened, and warp-specialized
     (its block one warp more): the daemon's cubin, tensor maps and threads are the in-process ones."""
-    k: Any = benchmark_kernels()
+    k: Any = benchmark_kernels.load()
     h = np.zeros((256, 256), np.float16)
     qkv = np.zeros((512, 64), np.float16)
     cases = [

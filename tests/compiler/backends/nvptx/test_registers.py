@@ -7,12 +7,9 @@ of a reduction reads one partial a thread; register indices are a constant away 
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import tempfile
-from pathlib import Path
-from types import ModuleType
 
+import benchmark_kernels
 import pytest
 
 pytest.importorskip("llvmlite")
@@ -44,18 +41,7 @@ SOFTMAX_SIG = "*fp32:16,*fp32:16,i32:16,i32:16,i32:16"
 LAYER_NORM_SIG = "*fp16:16,*fp16:16,*fp16:16,*fp16:16,i32:16,i32:16,fp32"
 
 
-def _benchmark_kernels() -> ModuleType:
-    """benchmarks/kernels.py as benchmarks/gpu.py runs it for despina (its Triton imports swapped):
-    the very kernels whose speed the GPU benchmark reports."""
-    spec = importlib.util.spec_from_file_location("despina_benchmark_gpu", BENCHMARKS / "gpu.py")
-    assert spec is not None and spec.loader is not None
-    gpu = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gpu)
-    return gpu.load_kernels("despina", Path(tempfile.mkdtemp(prefix="despina-bench-kernels-")))
-
-
-BENCHMARKS = Path(__file__).resolve().parents[4] / "benchmarks"
-KERNELS = _benchmark_kernels()
+KERNELS = benchmark_kernels.load()
 softmax_kernel, layer_norm_kernel = KERNELS.softmax_kernel, KERNELS.layer_norm_kernel
 
 

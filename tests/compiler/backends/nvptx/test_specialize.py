@@ -6,11 +6,11 @@ cannot, the loop's `warp_specialized` attribute says why and the kernel compiles
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 from typing import Any
 
+import benchmark_kernels
 import pytest
 
 import despina
@@ -117,11 +117,7 @@ def test_the_flattened_persistent_loop_is_specialized_its_guard_computed_by_the_
 
     from despina.runtime import kernels
 
-    spec = importlib.util.spec_from_file_location("despina_benchmark_gpu", ROOT / "benchmarks" / "gpu.py")
-    assert spec is not None and spec.loader is not None
-    gpu = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gpu)
-    module = gpu.load_kernels("despina", tmp_path)
+    module = benchmark_kernels.load(tmp_path)
     fn, desc = module.matmul_tma_persistent_kernel, module.TensorDescriptor
     a = np.zeros((1024, 1024), np.float16)
     options = fn.options({"num_warps": 8, "num_stages": 3}, interpret=False)

@@ -8,11 +8,11 @@ pipeline, and targets without TMA (whose descriptor stores are the block pointer
 from __future__ import annotations
 
 import collections
-import importlib.util
 import re
 from pathlib import Path
 from typing import Any
 
+import benchmark_kernels
 import pytest
 
 pytest.importorskip("llvmlite")
@@ -191,11 +191,7 @@ def test_the_landing_layout_is_the_hardware_swizzle(block: tuple[int, int], item
 def attention_tma(head_dim: int, causal: bool, tmp_path: Any, ws: bool = False) -> Any:
     """benchmarks/kernels.py's attention_tma_kernel for sm_90a, as a launch on host descriptors of (2 * 256,
     head_dim) tensors specializes it (128x64 blocks, 8 warps, 3 stages)."""
-    spec = importlib.util.spec_from_file_location("despina_benchmark_gpu", ROOT / "benchmarks" / "gpu.py")
-    assert spec is not None and spec.loader is not None
-    gpu = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gpu)
-    kernel = gpu.load_kernels("despina", tmp_path).attention_tma_kernel
+    kernel = benchmark_kernels.load(tmp_path).attention_tma_kernel
     n_ctx = 256
     qkv = np.zeros((2 * n_ctx, head_dim), np.float16)
     descs = [TensorDescriptor.from_tensor(qkv, [rows, head_dim]) for rows in (128, 64, 64, 128)]
@@ -510,11 +506,7 @@ def test_the_flattened_persistent_kernel_stores_each_tile_with_tma_and_fits(tmp_
     """benchmarks/kernels.py's persistent kernel at 128 x 256 x 64, 3 stages: its epilogue (in the flattened loop's
     branch of a tile's last K step) is a masked store, its offsets not provably non-negative (grouped order
     subtracts), and the kernel fits."""
-    spec = importlib.util.spec_from_file_location("despina_benchmark_gpu", ROOT / "benchmarks" / "gpu.py")
-    assert spec is not None and spec.loader is not None
-    gpu = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gpu)
-    kernel = gpu.load_kernels("despina", tmp_path).matmul_tma_persistent_kernel
+    kernel = benchmark_kernels.load(tmp_path).matmul_tma_persistent_kernel
     h = np.zeros((256, 256), np.float16)
     descs = [TensorDescriptor.from_tensor(h, block) for block in ([128, 64], [256, 64], [128, 256])]
     options = kernel.options({"num_warps": 8, "num_stages": 3}, interpret=False)
