@@ -8,27 +8,29 @@ next tile's operands while the current tile's last products and epilogue run:
 
     for t in range(lo, hi, s) [flatten]:        n_k = max(cdiv(k_hi - k_lo, k_s), 0)
         pre(t)                                  if n_k > 0:
-        c = for k in range(k_lo, k_hi, k_s)         for j in range(0, max(cdiv(hi - lo, s), 0) * n_k):
-                (c0(t)): body(t, k, c)   ->              t, k = lo + j // n_k * s, k_lo + j % n_k * k_s   (carried)
-        post(t, c)                                       pre(t)
-                                                         c_in = c0(t) where j % n_k == 0 else c
-                                                         c = body(t, k, c_in)
+        c, p = for k in range(k_lo, k_hi, k_s)      for j in range(0, max(cdiv(hi - lo, s), 0) * n_k):
+                (c0(t), p0(t)):          ->              t, k = lo + j // n_k * s, k_lo + j % n_k * k_s   (carried)
+                body(t, k, c, p)                         c_in = c0(t) where j % n_k == 0 else c
+        post(t, c)                                       c, p = body(t, k, c_in, p)
                                                          if j % n_k == n_k - 1: post(t, c); c = c0(t)
-                                                         (c: what post reads; else `if` passes c on)
+                                                         if j % n_k == n_k - 1: pre(t + s); p = p0(t + s)
                                                 else:
                                                     the loop nest as written
 
+`c` are the inner loop's values that `post` reads (its accumulators), `p` the others (pointers it steps).
 The outer induction variable and the inner step's index are carried (not divided out of the flat index).
-So are the scalars of `pre` that the inner loop reads (a tile's coordinates, from divisions in tutorial
-09's grouped order): an `if` computes them for the next tile on a tile's last K step alone, which the
-pipeline evaluates S-1 iterations ahead with the loads they feed, and the epilogue computes `pre` again for
-itself. Where the inner loop reads a tile of `pre` (a pointer kernel's offsets), or `pre` reads the outer
-loop's carried values, `pre` runs every iteration instead.
+So are the values of `pre` that the inner loop reads (a tile's coordinates, from divisions in tutorial
+09's grouped order, or a pointer kernel's row and column offsets) and the `p` values: an `if` computes them
+for the next tile on a tile's last K step alone, which the pipeline evaluates S-1 iterations ahead with the
+loads they feed, and the epilogue computes `pre` again for itself. Where `pre` or a start of `p` reads the
+outer loop's carried values, `pre` runs every iteration instead, and each `p` starts again by a select.
 
 Measured on an H200 with tutorial 09's persistent kernel (benchmarks/gpu.py, persistent_matmul_TFLOPs):
 with `pre` run every K step, its two integer divisions sat in the one thread that issues TMA's copies
 (`lower/pipeline.py`), on the path to every iteration's copies and CTA barrier, and the kernel ran
-0.75-0.82x Triton at 128x128x64 (0.96-0.99x at 128x256x64).
+0.75-0.82x Triton at 128x128x64 (0.96-0.99x at 128x256x64). On an H100, a persistent matmul through
+pointers that steps them ran 0.66-0.69x Triton with `pre` and a select of 64-bit pointers every K step (and
+a layout conversion through shared memory of its row offsets), 0.95-0.98x with them made once a tile.
 
 `pre` (the ops before the inner loop) may hold only pure arithmetic: no loads, no nested regions; the inner loop's bounds come from outside the nest and its steps and the
 outer one's are positive constants; neither loop is unrolled. The fused loop is pipelined over the
@@ -106,16 +108,18 @@ def why_not(loop: Op) -> str | None:
     return None
 
 
-def _tile_values(loop: Op, pre: list[Op], inner: Op) -> list[Value] | None:
-    """The values of `pre` that the inner loop's body reads, to be carried from one tile to the next; None
-    where one is a tile or `pre` reads the outer loop's carried values (then `pre` runs every iteration)."""
+def _per_tile(loop: Op, pre: list[Op], inner: Op, fresh: list[int]) -> list[Value] | None:
+    """The values of `pre` that the inner loop's body reads, to be carried from one tile to the next beside the
+    inner loop's `fresh` values (those the epilogue does not read: pointers it steps), which start again from
+    `pre` on a tile's first K step; or None where `pre` or a fresh start reads the outer loop's carried values
+    (then `pre` runs every iteration)."""
     made = {r for op in pre for r in op.results}
     read: list[Value] = []
     for op in inner.regions[0].walk():
         read += [v for v in op.operands if v in made and v not in read]
     outer = set(loop.regions[0].args[1:])
-    if any(isinstance(v.type, TileType) for v in read) or any(
-            v in outer for op in feeding(pre, read) for v in op.operands):
+    starts = [inner.operands[3 + i] for i in fresh]
+    if any(v in outer for v in starts) or any(v in outer for op in feeding(pre, [*read, *starts]) for v in op.operands):
         return None
     return read
 
@@ -143,7 +147,12 @@ def _flatten(loop: Op) -> tuple[list[Op], list[Value]]:
     out += [clone_op(op, first) for op in pre]
     inits = [*loop.operands[3:], *(first.get(v, v) for v in inner.operands[3:])]
     zero = emit.const(0, ty)
-    carry = _tile_values(loop, pre, inner)
+    read = {v for op in post for o in op.walk() for v in o.operands}
+    through = [i for i, r in enumerate(inner.results) if r in read]
+    fresh = [i for i in range(n_inner) if i not in through]
+    carry = _per_tile(loop, pre, inner, fresh)
+    if carry is None:
+        fresh = []
 
     # The outer induction variable t and the inner step's index ki are carried (ki wraps at n_k, when t
     # steps), not divided out of the flattened index every iteration; so is a tile's part of `pre`.
@@ -156,14 +165,15 @@ def _flatten(loop: Op) -> tuple[list[Op], list[Value]]:
     t, ki = flat.args[-2:]
     k = e.op("add", klo, e.op("mul", ki, kstep))
     mapping: Subst = {body.args[0]: t, **dict(zip(body.args[1:], outer_args))}
-    flat.ops += [clone_op(op, mapping) for op in (pre if carry is None else feeding(pre, list(inner.operands[3:])))]
+    flat.ops += [clone_op(op, mapping) for op in (pre if carry is None else feeding(
+        pre, [inner.operands[3 + i] for i in through]))]
     mapping.update(zip(carry or [], tile_args))
     starts = e.op("cmp", ki, e.const(0, ty), pred="eq")
     entering = []
-    for init, arg in zip(inner.operands[3:], inner_args):
+    for i, (init, arg) in enumerate(zip(inner.operands[3:], inner_args)):
         start = mapping.get(init, init)
         cond = e.op("splat", starts, shape=list(arg.type.shape)) if isinstance(arg.type, TileType) else starts
-        entering.append(e.op("select", cond, start, arg))
+        entering.append(arg if i in fresh else e.op("select", cond, start, arg))
     imap: Subst = {**mapping, ibody.args[0]: k, **dict(zip(ibody.args[1:], entering))}
     flat.ops += [clone_op(op, imap) for op in ibody.ops[:-1]]
     done = [imap.get(v, v) for v in iyields.operands]
@@ -175,12 +185,10 @@ def _flatten(loop: Op) -> tuple[list[Op], list[Value]]:
     # ignores it): tutorial 09's kernel at 128x256x64 took 204 registers (158 now), and warp-specialized, where a
     # block of 9 warps gets at most 168, spilled 100 bytes. Both branches' values meet in one place, so that a
     # wgmma accumulator the epilogue waits for (lowering) leaves it as waited. The other values (pointers the
-    # inner loop steps) go straight to the next iteration: through the `if`, the loads they address could not be
-    # pipelined (their ahead slice would hold the epilogue).
+    # inner loop steps) go beside the epilogue, through the `if` that starts the next tile: through the
+    # epilogue's, the loads they address could not be pipelined (their ahead slice would hold the epilogue).
     # The epilogue computes `pre` again for itself: the iteration's own copy then feeds only the loads, which
     # the pipeline evaluates for the iteration S-1 ahead, and is not computed a second time every iteration.
-    read = {v for op in post for o in op.walk() for v in o.operands}
-    through = [i for i, r in enumerate(inner.results) if r in read]
     then = Block()
     tmap: Subst = {body.args[0]: t, **dict(zip(body.args[1:], outer_args))}
     then.ops += [clone_op(op, tmap) for op in pre]
@@ -193,21 +201,25 @@ def _flatten(loop: Op) -> tuple[list[Op], list[Value]]:
     epilogue = Op("if", [ends], [*(a.type for a in outer_args), *(inner_args[i].type for i in through)], {},
                   (then, other), loop.loc)
     flat.ops.append(epilogue)
-    passed = [epilogue.results[n_outer + through.index(i)] if i in through else done[i] for i in range(n_inner)]
     stepped = e.op("add", t, step)
     next_t = e.op("select", ends, stepped, t)
     next_ki = e.op("select", ends, zero, e.op("add", ki, e.const(1, ty)))
     next_tile: list[Value] = []
-    if carry:  # the next tile's values of `pre`, on a tile's last K step alone
+    restarted: list[Value] = []
+    if carry or fresh:  # on a tile's last K step alone: the next tile's values of `pre` and its fresh starts
         ahead = Block()
         amap: Subst = {body.args[0]: stepped}
-        ahead.ops += [clone_op(op, amap) for op in feeding(pre, carry)]
-        ahead.ops.append(Op("yield", [amap[v] for v in carry], [], {}, (), loop.loc))
+        starts_next = [inner.operands[3 + i] for i in fresh]
+        ahead.ops += [clone_op(op, amap) for op in feeding(pre, [*(carry or []), *starts_next])]
+        ahead.ops.append(Op("yield", [amap.get(v, v) for v in [*(carry or []), *starts_next]], [], {}, (), loop.loc))
         stay = Block()
-        stay.ops.append(Op("yield", list(tile_args), [], {}, (), loop.loc))
-        advance = Op("if", [ends], [v.type for v in carry], {}, (ahead, stay), loop.loc)
+        stay.ops.append(Op("yield", [*tile_args, *(done[i] for i in fresh)], [], {}, (), loop.loc))
+        advance = Op("if", [ends], [*(v.type for v in carry or []), *(inner_args[i].type for i in fresh)], {},
+                     (ahead, stay), loop.loc)
         flat.ops.append(advance)
-        next_tile = list(advance.results)
+        next_tile, restarted = list(advance.results[: len(tile_args)]), list(advance.results[len(tile_args) :])
+    passed = [epilogue.results[n_outer + through.index(i)] if i in through
+              else restarted[fresh.index(i)] if i in fresh else done[i] for i in range(n_inner)]
     flat.ops.append(Op("yield", [*epilogue.results[:n_outer], *passed, *next_tile, next_t, next_ki], [], {}, (),
                        yields.loc))
     attrs = {k: v for k, v in loop.attrs.items() if k not in (ATTR, RESULT)}

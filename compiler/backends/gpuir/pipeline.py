@@ -15,7 +15,7 @@ loop's `pipeline` attribute and each load's `async_copy` attribute say what the 
 (`print_gpuir` shows them), and `GpuFunction.pipelines` holds the plan the lowering follows. The
 ops that compute a pipelined load's pointers and mask (its *ahead slice*: address arithmetic,
 masks, the loop-carried pointers and their increments) must be pure and at the top level of the
-body, or in an `if` of such ops that gives scalars (a flattened nest's next tile); the lowering
+body, or in an `if` of such ops (a flattened nest's next tile); the lowering
 evaluates them for iteration `i + num_stages - 1` in the prologue and in each iteration, on
 loop-carried copies of the values they carry.
 
@@ -262,13 +262,13 @@ def _ahead_slice(body: Block, roots: list[Value]) -> tuple[set[Op], set[int]] | 
 
 
 def _can_run_ahead(op: Op) -> bool:
-    """Pure and not a load or dot; an `if` of such ops giving scalars (a flattened nest's next tile's
-    coordinates: `passes/flatten.py`)."""
+    """Pure and not a load or dot; an `if` of such ops (a flattened nest's next tile: its coordinates, or the
+    pointers its K loop starts from: `passes/flatten.py`)."""
     if op.name in _NOT_AHEAD or gpu_opdef(op.name).side_effects:
         return False
     if not op.regions:
         return True
-    return op.name == "if" and not any(isinstance(r.type, TileType) for r in op.results) and all(
+    return op.name == "if" and all(
         o.name == "yield" or (not o.regions and _can_run_ahead(o)) for r in op.regions for o in r.ops)
 
 
