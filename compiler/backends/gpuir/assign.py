@@ -38,6 +38,7 @@ from .encodings import Blocked, DotOperand, Encoding, Slice, coalesced_blocked, 
 from .linear import LinearLayout, log2, scalar_layout
 from .mma import MmaOperand
 from .ops import CONVERT
+from .remat import rematerialize
 from .tma import plan_tensor_maps
 
 if TYPE_CHECKING:
@@ -499,6 +500,7 @@ def assign_layouts(module: Module, num_warps: int, has_wgmma: bool = False) -> G
         defer_dots(fn)
     upcast_fp8_dots(fn, num_warps, has_wgmma)
     private_addresses(fn)
+    rematerialize(fn)
     axis = AxisAnalysis(module.attrs, fn)
     assigner = _Assigner(fn, axis, num_warps, has_wgmma)
     for arg in fn.args:
