@@ -41,6 +41,7 @@ from gpu_dot import (  # noqa: E402
     attention_tma,
     matmul,
     persistent_matmul,
+    pointer_persistent_matmul,
     tma_matmul,
 )
 from timing import ROUNDS, Cell, safe, side_by_side  # noqa: E402
@@ -223,6 +224,7 @@ TABLES: list[tuple[str, list[str], Callable[..., list[list[Any]]]]] = [
     ("tma_matmul_TFLOPs", MATMUL_HEADER, tma_matmul),
     ("persistent_matmul_TFLOPs", ["config", "despina", "triton", "torch", "triton regs", "triton spills"],
      persistent_matmul),
+    ("pointer_persistent_matmul_TFLOPs", MATMUL_HEADER, pointer_persistent_matmul),
     ("attention_tma_TFLOPs", ["case", "despina", "triton", "torch", "triton regs", "triton spills"], attention_tma),
     ("attention_TFLOPs", ["case", *MATMUL_HEADER[1:]], attention),
     ("compile_time_s", ["what", "despina", "triton"], compile_times),

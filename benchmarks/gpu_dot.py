@@ -61,27 +61,27 @@ def triton_resources(cells: list[Cell]) -> list[Any]:
 
 def matmul_row(kernels: dict[str, ModuleType], kernel: str, label: str, inputs: tuple[Any, Any, Any],
                signature: str, config: tuple[int, int, int, int, int], check: Any, reference: Any,
-               rounds: int) -> list[Any]:
+               rounds: int, grid: tuple[int, ...] | None = None, **consts: Any) -> list[Any]:
     """One row of the matmul table: `kernel` of benchmarks/kernels.py on square `inputs` (a, b, and a
-    tensor like the output), checked by `check(out)`, beside `reference()` (PyTorch's)."""
+    tensor like the output), checked by `check(out)`, beside `reference()` (PyTorch's); a program per
+    output tile unless `grid` says otherwise, `consts` the kernel's other constexprs."""
     import torch
 
     a, b, like = inputs
     size = a.shape[0]
     k_major = b.stride(0) == 1
     bm, bn, bk, warps, stages = config
-    grid = (math.ceil(size / bm), math.ceil(size / bn))
+    grid = grid or (math.ceil(size / bm), math.ceil(size / bn))
+    constexprs = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, **consts}
     cells: list[Cell] = []
     for name in ("despina", "triton"):
         out = torch.empty_like(like)
         k = getattr(kernels[name], kernel)
         cells.append((lambda k=k, out=out: k[grid](a, b, out, size, size, size, size, 1, *b.stride(), size, 1,
-                                                  BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=warps,
-                                                  num_stages=stages),
+                                                  num_warps=warps, num_stages=stages, **constexprs),
                       lambda out=out: check(out)))
     cells.append((reference, None))
     times = side_by_side(cells, lambda ms: 2 * size**3 / ms * 1e-9, rounds)
-    constexprs = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}
     return [f"{label} {size}^3 {bm}x{bn}x{bk} w{warps} s{stages}", *times,
             *despina_resources(getattr(kernels["despina"], kernel), signature + (K_MAJOR_B_STRIDES if k_major else STRIDES),
                                constexprs, warps, stages),
@@ -191,6 +191,27 @@ def persistent_matmul(kernels: dict[str, ModuleType], quick: bool) -> list[list[
                                                         WARP_SPECIALIZE=ws)
                 rows.append([f"floa {size}^3 {bm}x{bn}x{bk} w{warps} s{stages}{' ws' if ws else ''}", *times,
                              *triton_resources(cells)])
+    return rows
+
+
+def pointer_persistent_matmul(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
+    """Tutorial 09's persistent matmul through pointers (`matmul_persistent_kernel`, its loop nest flattened
+    by both compilers), fp16, TFLOP/s, beside torch.matmul: a grid of one program per SM, GROUP_SIZE_M 8;
+    128x256x64 with 4 stages is out of shared memory for both compilers."""
+    import torch
+
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    rows = []
+    for size in (4096,) if quick else (4096, 8192):
+        a, b = (torch.randn((size, size), device="cuda", dtype=torch.float16) for _ in range(2))
+        ref = torch.matmul(a, b)
+        close = lambda c, ref=ref: torch.testing.assert_close(c, ref, rtol=2e-2, atol=0.25)  # noqa: E731
+        for config in MATMUL_CONFIGS[:2] if quick else MATMUL_CONFIGS[:3]:
+            bm, bn = config[:2]
+            grid = (min(sms, math.ceil(size / bm) * math.ceil(size / bn)),)
+            rows.append(matmul_row(kernels, "matmul_persistent_kernel", "fp16", (a, b, ref), "*fp16:16,*fp16:16,*fp16:16",
+                                   config, close, lambda a=a, b=b: torch.matmul(a, b), 1 if quick else ROUNDS, grid,
+                                   GROUP_SIZE_M=8, NUM_SMS=sms))
     return rows
 
 

@@ -3,7 +3,8 @@
 it writes. On a Hopper GPU the kernels here are compiled for sm_90 (mma.sync; sm_90a's wgmma loops
 keep the CTA barrier), elsewhere for the device's own target: the tutorial matmul with ragged edges,
 fewer iterations than stages and none at all, and the attention forward pass (chained dots, causal
-and not) against torch."""
+and not) against torch; flattened persistent matmuls through pointers (one stepping its pointers, tutorial
+09's building them from a tile's offsets), also on sm_90a and through the daemon."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import benchmark_kernels
+import numpy as np
 import pytest
 
 import despina
@@ -19,6 +22,7 @@ import despina.language as tl
 import despina.runtime.driver as driver
 
 from .test_dot import TOL, _operand, triton_cdiv, tutorial_matmul
+from .test_execute import GrpcDaemon, gpu_daemon, on_daemon  # noqa: F401 (fixtures)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 
@@ -181,3 +185,58 @@ def test_a_flattened_tile_loop_stepping_its_pointers_is_pipelined_on_the_device_
     """On a 9.0 device: sm_90a, wgmma reading the cp.async ring."""
     major, minor = torch_cuda.cuda.get_device_capability()
     _stepped(torch_cuda, stepped_own, driver.target_for((major, minor)), programs, k)
+
+
+def _pointer_persistent(torch: Any, kernel: Any, target: str, mnk: tuple[int, int, int], programs: int,
+                        block: tuple[int, int, int, int]) -> None:
+    """Tutorial 09's persistent matmul through pointers (benchmarks/kernels.py), flattened: a tile's offsets are
+    carried through the fused loop and made for the next tile on a tile's last K step (passes/flatten.py)."""
+    m, n, k = mnk
+    bm, bn, bk, warps = block
+    a = _operand(torch, "fp16", (m, max(k, 1)), 7, False)[:, :k].contiguous()
+    b = _operand(torch, "fp16", (max(k, 1), n), 8, False)[:k].contiguous()
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)
+    consts = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_SIZE_M": 2, "NUM_SMS": programs}
+    kernel[(programs,)](a, b, c, m, n, k, a.stride(0), 1, b.stride(0), 1, c.stride(0), 1, **consts, num_warps=warps,
+                        num_stages=3)
+    torch.testing.assert_close(c.double(), a.double() @ b.double(), rtol=TOL["fp16"], atol=TOL["fp16"] * max(k, 1) ** 0.5)
+    sig = "*fp16:16,*fp16:16,*fp16:16," + ",".join(_spec(x) for x in (m, n, k, a.stride(0), 1, b.stride(0), 1, n, 1))
+    plan = despina.compile(kernel, sig, consts, num_warps=warps, num_stages=3, target=target)
+    fused = next(line for line in plan.asm["gpuir"].splitlines() if 'flattened = "yes' in line)
+    aligned = sum(x.stride(0) % 16 == 0 for x in (a, b))  # cp.async needs rows known to start on 16 bytes
+    assert f'pipeline = "3 stages, {aligned} loads by cp.async' in fused if aligned else 'pipeline = "none' in fused
+
+
+POINTER_CASES = [((200, 136, 72), 3, (64, 64, 32, 4)), ((256, 256, 192), 1, (128, 128, 64, 8)),
+                 ((333, 500, 256), 7, (128, 128, 64, 8)), ((128, 256, 0), 2, (64, 128, 32, 4)),
+                 ((96, 64, 40), 9, (64, 64, 32, 4))]
+
+
+@pytest.mark.parametrize(("mnk", "programs", "block"), POINTER_CASES)
+def test_tutorial_09_s_pointer_persistent_matmul(torch_cuda: Any, mma_sync_target: str, tmp_path: Path,
+                                                 mnk: tuple[int, int, int], programs: int,
+                                                 block: tuple[int, int, int, int]) -> None:
+    kernel = benchmark_kernels.load(tmp_path).matmul_persistent_kernel
+    _pointer_persistent(torch_cuda, kernel, mma_sync_target, mnk, programs, block)
+
+
+@pytest.mark.parametrize(("mnk", "programs", "block"), POINTER_CASES)
+def test_tutorial_09_s_pointer_persistent_matmul_on_the_device_s_target(torch_cuda: Any, tmp_path: Path,
+                                                                       mnk: tuple[int, int, int], programs: int,
+                                                                       block: tuple[int, int, int, int]) -> None:
+    """On a 9.0 device: sm_90a, wgmma reading the cp.async ring."""
+    major, minor = torch_cuda.cuda.get_device_capability()
+    kernel = benchmark_kernels.load(tmp_path).matmul_persistent_kernel
+    _pointer_persistent(torch_cuda, kernel, driver.target_for((major, minor)), mnk, programs, block)
+
+
+def test_the_daemon_runs_tutorial_09_s_pointer_persistent_matmul(gpu_device: driver.Device, tmp_path: Path,
+                                                                on_daemon: GrpcDaemon) -> None:  # noqa: F811
+    kernel = benchmark_kernels.load(tmp_path).matmul_persistent_kernel
+    rng = np.random.default_rng(9)
+    m, n, k = 200, 136, 72
+    a, b = rng.standard_normal((m, k)).astype(np.float16), rng.standard_normal((k, n)).astype(np.float16)
+    c = np.full((m, n), np.nan, np.float16)
+    kernel.run_remote[(3,)](a, b, c, m, n, k, k, 1, n, 1, n, 1, BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, GROUP_SIZE_M=2,
+                            NUM_SMS=3, num_warps=4, num_stages=3)
+    np.testing.assert_allclose(c.astype(np.float32), a.astype(np.float32) @ b.astype(np.float32), rtol=1e-2, atol=5e-2)
