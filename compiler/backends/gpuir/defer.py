@@ -17,8 +17,9 @@ The lowering waits for a marked product (`wait = "at use"`) at the first op that
 (`wgmma.wait_group` of the groups issued after it: 1 for S, which P V follows, then 0 for P V before the
 softmax rescales the accumulator), so no group outlives its iteration. The first iteration multiplies
 P' = 0 by a tile of V the loop reads anyway, which adds exact zeros (a V holding an infinity gives NaN rows
-there, where the loop as written gives an infinity or NaN too). After the loop, the last P V runs, on V's
-tile read again outside the ring.
+there, where the loop as written gives an infinity or NaN too). After the loop, the last P V runs; a
+descriptor load of its V is marked (`deferred`), and a producer warp copies it into the ring after the
+loop's last iteration (`specialize.py`), where it would otherwise be copied only once the loop is over.
 
 Measured on an H200 (benchmarks/gpu.py, attention_tma_TFLOPs, 128x64 blocks, 8 warps, 3 stages), the deferred
 loop runs faster warp-specialized, where a producer warp issues the copies and the warpgroups meet at no
@@ -48,6 +49,7 @@ from ...passes.rewrite import Emitter, Subst, clone_op, constant_op, feeding, re
 
 RESULT = "deferred"
 WAIT = "wait"  # on a dot: "at use", where the lowering waits for its group
+TAIL = "deferred"  # on a descriptor load after the loop: the second product's B for its last iteration
 
 
 def _derived(ops: list[Op], root: Value) -> set[Value]:
@@ -168,6 +170,9 @@ def _defer(loop: Op, first: Op, second: Op) -> tuple[list[Op], list[Value]]:
     one = e.const(1, lo.type)
     last = e.op("add", lo, e.op("mul", e.op("floordiv", e.op("sub", e.op("sub", hi, lo), one), step), step))
     b_map = _operand_b(e, b_ops, iv, last)
+    for op in then.ops:
+        if op.name == "descriptor_load":
+            op.attrs[TAIL] = "the last iteration's, after the loop"
     then.ops.append(Op("dot", [new.results[-1], b_map.get(second.operands[1], second.operands[1]), new.results[at]],
                        [second.result.type], dict(second.attrs), (), second.loc))
     then.ops.append(Op("yield", [then.ops[-1].result], [], {}, (), loop.loc))

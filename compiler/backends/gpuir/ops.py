@@ -77,7 +77,8 @@ GPU_ATTRS: dict[str, Mapping[str, Attr]] = {
     "load": {"async_copy": optional("str"), "tma": optional("str")},  # pipeline.plan_pipelines: the copies, or why none
     # tma.plan_tensor_maps: the index of the block's tensor map, or why TMA does not copy or store it (then it is
     # a `load` or a `store`)
-    "descriptor_load": {"tma": optional("int", "str"), "async_copy": optional("str")},
+    # defer.defer_dots: the deferred product's B after the loop
+    "descriptor_load": {"tma": optional("int", "str"), "async_copy": optional("str"), "deferred": optional("str")},
     "descriptor_store": {"tma": optional("int", "str")},
     "store": {"tma": optional("str")},
 }

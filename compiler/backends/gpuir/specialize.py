@@ -37,6 +37,7 @@ from ...ir.core import Block, Op, Value
 from ...ir.types import TileType
 from ...passes.rewrite import feeding
 from .assign import GpuFunction
+from .defer import TAIL
 from .ops import gpu_opdef
 from .pipeline import describe
 
@@ -53,6 +54,8 @@ class Producer:
     inputs: tuple[Op, ...]
     conditions: tuple[tuple[Value, bool], ...]
     warps: int = PRODUCER_WARPS
+    # a deferred loop's last B after it: the `if` holding it, the descriptor load, and the ring load it repeats
+    tail: tuple[Op, Op, int] | None = None
 
 
 def _path(block: Block, loop: Op) -> list[tuple[Op, int]] | None:
@@ -96,7 +99,24 @@ def _producer(gpu: GpuFunction, loop: Op) -> Producer | str:
                 isinstance(r.type, TileType) for r in op.results):
             return (f"the producer computes the loop's bounds and coordinates itself, and '{op.name}' outside the "
                     "loop is not scalar arithmetic")
-    return Producer(tuple(inputs), tuple((op.operands[0], i == 0) for op, i in path))
+    return Producer(tuple(inputs), tuple((op.operands[0], i == 0) for op, i in path), tail=_tail(gpu, loop, path))
+
+
+def _tail(gpu: GpuFunction, loop: Op, path: list[tuple[Op, int]]) -> tuple[Op, Op, int] | None:
+    """The descriptor load after a deferred `loop` of its second product's B for the last iteration (`defer.py`),
+    the `if` holding it, and the index of the ring load it repeats (the same tensor map and block, not read
+    transposed); or None."""
+    plan = gpu.pipelines[loop]
+    block = path[-1][0].regions[path[-1][1]] if path else gpu.fn.body
+    for branch in (op for op in block.ops[block.ops.index(loop) + 1 :] if op.name == "if"):
+        for op in branch.regions[0].ops:
+            if op.name != "descriptor_load" or TAIL not in op.attrs:
+                continue
+            for i, a in enumerate(plan.loads):
+                if a.tma is not None and a.trans is None and a.tma == op.attrs.get("tma") \
+                        and a.load.attrs["shape"] == op.attrs["shape"]:
+                    return branch, op, i
+    return None
 
 
 def specialize_warps(gpu: GpuFunction) -> None:
@@ -112,3 +132,5 @@ def specialize_warps(gpu: GpuFunction) -> None:
         gpu.pipelines[loop] = replace(gpu.pipelines[loop], producer=found)
         loop.attrs["pipeline"] = describe(gpu.pipelines[loop])
         loop.attrs[RESULT] = f"yes: a producer warp issues the copies, the kernel's {gpu.num_warps} warps consume them"
+        if found.tail is not None:
+            found.tail[1].attrs["async_copy"] = "into the loop's ring by the producer, after its last iteration"

@@ -135,6 +135,12 @@ class Lowering:
         pipelined loads: `lower/pipeline.py`)."""
         self.buffers: dict[Value, int] = {}
         """The byte offset in shared memory of each `local_alloc`'s buffer (`lower/buffers.py`)."""
+        self.ring_tails: dict[Op, Callable[[], Regs]] = {}
+        """Descriptor loads after a warp-specialized loop that its producer copied into the ring (a deferred
+        loop's last B: `gpuir.specialize`), and how to read each from its slot (`lower/pipeline.py`)."""
+        self.after_branch: dict[Op, Callable[[], None]] = {}
+        """What runs once an `if` is lowered, after its branches join (the ring such a load is read from,
+        given back: `lower/pipeline.py`)."""
         self.settle_in: dict[Op, tuple[Value, ...]] = {}
         """`if` ops (a flattened nest's epilogue) and the asynchronous wgmma dots' results that a branch of
         theirs reads: that branch first waits for every group (`lower/control.py`)."""

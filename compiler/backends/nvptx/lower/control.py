@@ -64,6 +64,9 @@ def if_op(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
     (then_end, then_vals), (else_end, else_vals) = ends
     merged = phis(ctx, then_vals, then_end)
     close_phis(merged, else_vals, else_end)
+    after = ctx.after_branch.pop(op, None)
+    if after is not None:
+        after()
     return [list(row) for row in merged]
 
 

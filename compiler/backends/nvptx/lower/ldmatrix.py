@@ -105,14 +105,16 @@ def store_swizzled(ctx: Lowering, elem: ElemType, regs: Regs, src: LinearLayout,
     return base
 
 
-def load_swizzled(ctx: Lowering, elem: ElemType, dst: LinearLayout, swz: SwizzledShared, buffer: int) -> Regs:
-    """Read the tile at byte `buffer` of shared memory, in layout `swz`, into registers of layout `dst`, a
-    vector of its contiguous dimension at a time."""
+def load_swizzled(ctx: Lowering, elem: ElemType, dst: LinearLayout, swz: SwizzledShared, buffer: int,
+                  skip: ir.Value | None = None) -> Regs:
+    """Read the tile at byte `buffer` of shared memory (and `skip` elements on), in layout `swz`, into registers
+    of layout `dst`, a vector of its contiguous dimension at a time."""
     contig, rows_dim = swz.order
     out: list[ir.Value] = [ir.Constant(llvm_type(elem), None)] * dst.num_regs
     for group in vector_groups(dst, elem, dim=contig):
         idx = ctx.index(dst, group[0])
         off = swizzled_offset(ctx, swz, dst.shape, idx[rows_dim], idx[contig])
+        off = off if skip is None else ctx.b.add(off, skip)
         for r, v in zip(group, load_elems(ctx, elem, off, len(group), buffer)):
             out[r] = v
     return out

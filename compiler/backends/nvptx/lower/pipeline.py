@@ -49,6 +49,8 @@ the top of every iteration. The loop ends with wait_group 0.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import llvmlite.ir as ir
 
 from ....ir.core import Op
@@ -58,7 +60,7 @@ from ...gpuir.mma import MmaOperand
 from ...gpuir.pipeline import MBARRIER_BYTES, AsyncLoad, LoopPipeline
 from . import mbarrier, specialize, tma
 from .context import Lowering
-from .ldmatrix import SharedOperand, lane_address, split_addresses
+from .ldmatrix import SharedOperand, lane_address, load_swizzled, split_addresses
 from .phis import close_phis, for_header, less
 from .registry import Regs
 from .types import const, i8, i32, void
@@ -163,20 +165,39 @@ class _Pipeline:
         assert yields is not None
         return {j: list(ctx.get(yields.operands[j - 1])) for j in self.plan.carried}
 
-    def produce(self, iv: ir.Value, carried: dict[int, Regs], slot: ir.Value) -> dict[int, Regs]:
+    def produce(self, iv: ir.Value, carried: dict[int, Regs], slot: ir.Value, only: int | None = None
+                ) -> dict[int, Regs]:
         """A producer's iteration `iv` (`specialize.py`, one thread): the ahead slice, then TMA's copies of
-        every load into `slot`, which complete its full barrier; the values it carries to the next."""
+        every load (or load `only`) into `slot`, which complete its full barrier; the values it carries to the
+        next."""
         ctx = self.ctx
         self.bind(iv, carried)
         for op in self.plan.ahead:
             ctx.lower_op(op)
         full = mbarrier.in_ring(ctx, self.barriers, slot)
-        tma.expect(ctx, full, sum(a.copy_bytes for a in self.plan.loads))
-        for i, a in enumerate(self.plan.loads):
+        loads = [(i, a) for i, a in enumerate(self.plan.loads) if only is None or i == only]
+        tma.expect(ctx, full, sum(a.copy_bytes for _, a in loads))
+        for i, a in loads:
             tma.copy(ctx, a.load, self.slot_base(i, slot), full)
         yields = self.body.terminator
         assert yields is not None
         return {j: list(ctx.get(yields.operands[j - 1])) for j in self.plan.carried}
+
+    def tail(self, op: Op, i: int, full: ir.Value, phase: ir.Value, slot: ir.Value) -> Callable[[], Regs]:
+        """How the consumers read `op`, the copy of load `i` that the producer makes into `slot` after the loop's
+        last iteration (a deferred loop's last B: `gpuir.specialize`): wait for the slot's `full` barrier at
+        `phase`, then read the slot into registers of `op`'s layout."""
+        a = self.plan.loads[i]
+
+        def read() -> Regs:
+            ctx = self.ctx
+            mbarrier.wait(ctx, full, phase)
+            elem = elem_of(op.result.type)
+            assert isinstance(elem, ScalarType)
+            skip = ctx.b.mul(slot, const(i32, a.slot_bytes // elem.itemsize))
+            return load_swizzled(ctx, elem, ctx.layout(op.result), a.shared, self.bases[i], skip)
+
+        return read
 
     def iteration(self, iv: ir.Value, carried: list[Regs], slot: ir.Value) -> list[Regs]:
         """The body for iteration `iv` with its loads' tiles in `slot`; the values it yields."""
@@ -348,7 +369,9 @@ def pipelined_for(ctx: Lowering, op: Op, args: list[Regs], plan: LoopPipeline) -
     stages, slots = plan.stages, plan.slots
     lo, hi, step = args[0][0], args[1][0], args[2][0]
     specialized = plan.producer is not None
-    with specialize.ring(ctx) if specialized else ctx.scratch(plan.ring_bytes(), plan.align) as ring:
+    tail = plan.producer.tail if plan.producer is not None else None
+    with specialize.ring(ctx, keep=tail is not None) if specialized else ctx.scratch(plan.ring_bytes(), plan.align) \
+            as ring:
         if plan.wgmma:
             align_smem(ctx)
         pipe = _Pipeline(ctx, op, plan, ring)
@@ -387,6 +410,17 @@ def pipelined_for(ctx: Lowering, op: Op, args: list[Regs], plan: LoopPipeline) -
                    [[b.add(iv, step)], [next_slot], [next_phase], *yields, *next_ahead.values()], latch)
         b.branch(header)
         b.position_at_end(exit_)
-        hand.finish()
+        if tail is None:
+            hand.finish()
+        else:  # the ring and its barriers stay until the `if` reading the slot the producer fills after the loop
+            assert isinstance(hand, _Specialized)
+            branch, load, i = tail
+            ctx.ring_tails[load] = pipe.tail(load, i, hand.at(slot, empty=False), phase, slot)
+
+            def give_back() -> None:
+                hand.finish()
+                specialize.release(ctx)
+
+            ctx.after_branch[branch] = give_back
         results = [list(row) for row in carried]
     return zero.leave(settle(ctx, op, plan, results) if plan.async_dots else results, iv, lo, hi)

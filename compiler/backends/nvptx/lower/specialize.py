@@ -6,13 +6,15 @@ kernel's own warps (the consumers), and the producer's code.
                 tid < consumers ? consumers : producer
     producer:   one thread: the inputs (the loop's bounds, the conditions of the `if`s around it, what the
                 coordinates read), then for each iteration i in slot s at phase p: wait(empty[s], p ^ 1);
-                arrive.expect_tx(full[s], bytes); the ahead slice; TMA's copies. The warp's other lanes exit.
+                arrive.expect_tx(full[s], bytes); the ahead slice; TMA's copies; after a deferred loop, its
+                last B the same way into the next slot. The warp's other lanes exit.
     consumers:  the kernel, whose loop waits for full[s] and arrives on the empty barrier of the slot wgmma
                 has retired (`pipeline.py`); CTA barriers are named barrier 1 of the consumers alone
                 (`Lowering.barrier`)
 
-The ring (slots and barriers) is placed at the kernel's entry and kept until the loop ends: the
-producer copies into it while the consumers still run what comes before the loop. A wait for parity
+The ring (slots and barriers) is placed at the kernel's entry and kept until the loop ends (or until the
+consumers have read a deferred loop's last B from it, after the loop): the producer copies into it while
+the consumers still run what comes before the loop. A wait for parity
 p ^ 1 of an empty barrier returns at once for a slot's first use (the phase before the first counts as
 completed), so the producer fills the ring without waiting first.
 """
@@ -29,7 +31,7 @@ import llvmlite.ir as ir
 from ....ir.core import Op, Value
 from . import mbarrier
 from .context import Lowering
-from .phis import close_phis, for_header
+from .phis import close_phis, for_header, less
 from .registry import Regs
 from .types import const, i1, i32, void
 from .wgmma import align_smem
@@ -69,10 +71,18 @@ def split(ctx: Lowering) -> None:
 
 
 @contextmanager
-def ring(ctx: Lowering) -> Iterator[int]:
-    """The consumers' loop: the ring placed at the entry, free for other buffers after the loop."""
+def ring(ctx: Lowering, keep: bool = False) -> Iterator[int]:
+    """The consumers' loop: the ring placed at the entry, free for other buffers after the loop unless `keep`
+    (the producer fills a slot after the last iteration, which the consumers read after the loop: `release`)."""
     groups: WarpGroups = ctx.producer
     yield groups.ring
+    if not keep:
+        release(ctx)
+
+
+def release(ctx: Lowering) -> None:
+    """The ring, free for other buffers."""
+    groups: WarpGroups = ctx.producer
     ctx.shared.free(groups.ring)
 
 
@@ -126,6 +136,10 @@ def produce(ctx: Lowering, loop: Op, pipe: _Pipeline, hand: _Specialized) -> Non
                         [b.xor(phase, b.zext(wraps, i32))], *after.values()], b.block)
             b.branch(header)
             b.position_at_end(exit_)
+            if producer.tail is not None:  # a deferred loop's last B, into the slot after the last iteration's
+                with b.if_then(less(ctx, pipe.signed, lo, hi)):
+                    mbarrier.wait(ctx, hand.at(slot, empty=True), b.xor(phase, const(i32, 1)))
+                    pipe.produce(iv, dict(zip(plan.carried, map(list, rows))), slot, only=producer.tail[2])
         b.branch(done)
         b.position_at_end(done)
         b.ret_void()

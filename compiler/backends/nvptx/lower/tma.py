@@ -11,8 +11,9 @@ A load completes an mbarrier that expects the block's bytes:
 
 The coordinates are the block's offsets, innermost first; out of the tensor's bounds (negative
 coordinates included) the copy writes the map's fill, zeros or NaN, as the expanded load reads.
-In a pipelined loop the copies fill ring slots (`pipeline.py`); anywhere else the block is copied
-into a scratch buffer and read into registers.
+In a pipelined loop the copies fill ring slots (`pipeline.py`), and so do a producer warp's copies of a
+deferred loop's last B (read from the slot after the loop); anywhere else the block is copied into a
+scratch buffer and read into registers.
 
 A store writes the tile from registers into scratch shared memory in the layout the map's box reads
 (the swizzled atoms a load lands), then hands it to the async proxy:
@@ -92,6 +93,8 @@ def descriptor_load(ctx: Lowering, op: Op, args: list[Regs]) -> list[Regs]:
     if op not in ctx.tensor_maps:
         raise op_error(op, "a descriptor load reaches the lowering only when TMA copies it (`tma` = its tensor "
                        "map's index); the others are expanded to masked loads first", ctx.kernel)
+    if op in ctx.ring_tails:  # copied into a ring slot by a producer warp
+        return [ctx.ring_tails.pop(op)()]
     elem = elem_of(op.result.type)
     assert isinstance(elem, ScalarType)
     nbytes = block_bytes(op)

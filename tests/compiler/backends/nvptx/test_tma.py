@@ -238,6 +238,22 @@ def test_specialized_attention_defers_p_v_and_waits_for_s_then_for_p_v(head_dim:
     assert k.metadata["ptxas_warnings"] == [] and k.metadata["spill_stores"] == 0
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_producer_copies_the_last_v_into_the_ring_after_the_loop(causal: bool, tmp_path: Any) -> None:
+    """The last P V after the deferred loop reads V's last tile from the ring slot after the loop's last, which the
+    producer fills once its loop is done (lower/specialize.py), not by a copy the consumers would issue and wait
+    for after the loop, with a barrier of its own: in the PTX, the only mbarriers are the ring's full and empty
+    ones, set up at the entry and invalidated once the `if` that reads the slot is done. Before, the consumers'
+    copy took an eighth barrier, and cost d64 causal 4.5% (H100)."""
+    k = attention_tma(64, causal, tmp_path, ws=True)
+    gpuir, ptx = k.asm["gpuir"], k.asm["ptx"]
+    assert re.findall(r'descriptor_load\(.*async_copy = "([^"]*)".*deferred = "([^"]*)"', gpuir) == [
+        ("into the loop's ring by the producer, after its last iteration", "the last iteration's, after the loop")]
+    slots = 3
+    assert ptx.count("mbarrier.init.shared") == ptx.count("mbarrier.inval") == 2 * slots
+    assert k.metadata["ptxas_warnings"] == [] and k.metadata["spill_stores"] == 0
+
+
 @despina.jit
 def fp8_nan_matmul(a_ptr, b_ptr, c_ptr, K, BK: tl.constexpr):
     a_desc = tl.make_tensor_descriptor(a_ptr, shape=[128, K], strides=[K, 1], block_shape=[128, BK], padding_option="nan")
