@@ -121,9 +121,11 @@ def deferred_chain(a_ptr, b_ptr, v_ptr, out_ptr, ROWS, TRIPS, N: tl.constexpr, B
     tl.store(out_ptr + rows[:, None] * N + tl.arange(0, N)[None, :], acc)
 
 
-@pytest.mark.parametrize("trips", [0, 1, 2, 7])
+@pytest.mark.parametrize("trips", [0, 1, 2, 3, 4, 7])
 def test_a_deferred_chain_matches_torch_whatever_the_trip_count(hopper: Any, trips: int) -> None:
-    """No iteration (the last product after the loop skipped), one (only the one after the loop adds), more."""
+    """No iteration (the last product after the loop skipped), one (only the one after the loop adds), more; the
+    last V, which the producer copies into the slot after the last iteration's, at either phase of the ring's
+    3 slots (3 and 4 trips: the second phase)."""
     torch = hopper
     a, b, v = (_operand(torch, "fp16", (rows, 64), seed) for rows, seed in ((128, 1), (max(trips, 1) * 64, 2),
                                                                               (max(trips, 1) * 64, 3)))
@@ -134,3 +136,35 @@ def test_a_deferred_chain_matches_torch_whatever_the_trip_count(hopper: Any, tri
         s = (a.double() @ b[j * 64 : (j + 1) * 64].double().T * 0.125).half().double()
         want += s @ v[j * 64 : (j + 1) * 64].double()
     torch.testing.assert_close(out.double(), want, rtol=1e-2, atol=1e-1)
+
+
+@despina.jit
+def gated_chain(a_ptr, b_ptr, v_ptr, out_ptr, ROWS, TRIPS, RUN, N: tl.constexpr, BN: tl.constexpr):
+    """`deferred_chain` in an `if` that programs at or past RUN skip, each storing its 128 rows of out: their
+    producer skips the loop and the copy of the last V after it, or the block would end with a copy in flight."""
+    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[ROWS, N], strides=[N, 1], block_shape=[BN, N])
+    v_desc = tl.make_tensor_descriptor(v_ptr, shape=[ROWS, N], strides=[N, 1], block_shape=[BN, N])
+    rows = tl.arange(0, 128)
+    a = tl.load(a_ptr + rows[:, None] * N + tl.arange(0, N)[None, :])
+    acc = tl.zeros((128, N), tl.float32)
+    if tl.program_id(0) < RUN:
+        for j in tl.range(0, TRIPS * BN, BN, warp_specialize=True):
+            s = tl.dot(a, b_desc.load([j, 0]).T)
+            acc = tl.dot((s * 0.125).to(tl.float16), v_desc.load([j, 0]), acc)
+    tl.store(out_ptr + tl.program_id(0) * 128 * N + rows[:, None] * N + tl.arange(0, N)[None, :], acc)
+
+
+def test_a_deferred_chain_some_programs_skip(hopper: Any) -> None:
+    torch = hopper
+    trips = 5
+    a, b, v = (_operand(torch, "fp16", (rows, 64), seed) for rows, seed in ((128, 4), (trips * 64, 5), (trips * 64, 6)))
+    out = torch.full((3 * 128, 64), float("nan"), device="cuda", dtype=torch.float32)
+    gated_chain[(3,)](a, b, v, out, b.shape[0], trips, 2, N=64, BN=64, num_warps=8, num_stages=3)
+    want = torch.zeros((128, 64), device="cuda", dtype=torch.float64)
+    for j in range(trips):
+        s = (a.double() @ b[j * 64 : (j + 1) * 64].double().T * 0.125).half().double()
+        want += s @ v[j * 64 : (j + 1) * 64].double()
+    torch.testing.assert_close(out.double(), torch.cat([want, want, torch.zeros_like(want)]), rtol=1e-2, atol=1e-1)
+    plan = despina.compile(gated_chain, "*fp16:16,*fp16:16,*fp16:16,*fp32:16,i32:16,i32,i32", {"N": 64, "BN": 64},
+                           num_warps=8, num_stages=3, target="sm_90a")
+    assert "into the loop's ring by the producer, after its last iteration" in plan.asm["gpuir"]
