@@ -131,11 +131,16 @@ def test_a_deferred_chain_matches_torch_whatever_the_trip_count(hopper: Any, tri
                                                                               (max(trips, 1) * 64, 3)))
     out = torch.full((128, 64), float("nan"), device="cuda", dtype=torch.float32)
     deferred_chain[(1,)](a, b, v, out, b.shape[0], trips, N=64, BN=64, num_warps=8, num_stages=3)
+    torch.testing.assert_close(out.double(), _chain(torch, a, b, v, trips), rtol=1e-2, atol=1e-1)
+
+
+def _chain(torch: Any, a: Any, b: Any, v: Any, trips: int) -> Any:
+    """What `deferred_chain` computes, in float64 (P rounded to fp16 as the kernel does)."""
     want = torch.zeros((128, 64), device="cuda", dtype=torch.float64)
     for j in range(trips):
         s = (a.double() @ b[j * 64 : (j + 1) * 64].double().T * 0.125).half().double()
         want += s @ v[j * 64 : (j + 1) * 64].double()
-    torch.testing.assert_close(out.double(), want, rtol=1e-2, atol=1e-1)
+    return want
 
 
 @despina.jit
@@ -160,10 +165,7 @@ def test_a_deferred_chain_some_programs_skip(hopper: Any) -> None:
     a, b, v = (_operand(torch, "fp16", (rows, 64), seed) for rows, seed in ((128, 4), (trips * 64, 5), (trips * 64, 6)))
     out = torch.full((3 * 128, 64), float("nan"), device="cuda", dtype=torch.float32)
     gated_chain[(3,)](a, b, v, out, b.shape[0], trips, 2, N=64, BN=64, num_warps=8, num_stages=3)
-    want = torch.zeros((128, 64), device="cuda", dtype=torch.float64)
-    for j in range(trips):
-        s = (a.double() @ b[j * 64 : (j + 1) * 64].double().T * 0.125).half().double()
-        want += s @ v[j * 64 : (j + 1) * 64].double()
+    want = _chain(torch, a, b, v, trips)
     torch.testing.assert_close(out.double(), torch.cat([want, want, torch.zeros_like(want)]), rtol=1e-2, atol=1e-1)
     plan = despina.compile(gated_chain, "*fp16:16,*fp16:16,*fp16:16,*fp32:16,i32:16,i32,i32", {"N": 64, "BN": 64},
                            num_warps=8, num_stages=3, target="sm_90a")

@@ -31,14 +31,13 @@ from ...passes.unroll import unroll_loops
 from ..errors import BackendError, op_error
 from .accelerate import DotPlan, dot_feeds, plan_dot, upcast_fp8_dots
 from .axis import AxisAnalysis
-from .coalesce import private_addresses
+from .coalesce import private_addresses, private_leaves
 from .combine import accumulate_dot_adds
 from .defer import defer_dots
 from .encodings import Blocked, DotOperand, Encoding, Slice, coalesced_blocked, default_blocked
 from .linear import LinearLayout, log2, scalar_layout
 from .mma import MmaOperand
 from .ops import CONVERT
-from .remat import rematerialize
 from .tma import plan_tensor_maps
 
 if TYPE_CHECKING:
@@ -500,7 +499,7 @@ def assign_layouts(module: Module, num_warps: int, has_wgmma: bool = False) -> G
         defer_dots(fn)
     upcast_fp8_dots(fn, num_warps, has_wgmma)
     private_addresses(fn)
-    rematerialize(fn)
+    private_leaves(fn)
     axis = AxisAnalysis(module.attrs, fn)
     assigner = _Assigner(fn, axis, num_warps, has_wgmma)
     for arg in fn.args:

@@ -21,6 +21,14 @@ the strides: without its own copy of that cast, a causal attention whose Q tile 
 descriptor (its column index the `tl.arange(0, 64)` of the mask's columns too) put the mask, and so
 the scores it selects, in the load's blocked layout, converted from and back to the MMA layout
 every iteration (0.25-0.30x Triton on an H200).
+
+Leaves (an `arange`, a constant, the splat of a scalar: cheap ops of no tile) are also copied for every
+other reader after their first (`private_leaves`): a tile two readers need in different layouts then
+reaches neither through a conversion, which moves the data through shared memory between two CTA barriers.
+Tutorial 09's persistent matmul through pointers at BLOCK_M = BLOCK_N (one `tl.arange` for its rows and its
+columns, merged by the frontend) carries a tile's row and column offsets through its flattened loop, and
+converted one of them on every K step (two shared-memory round trips, four CTA barriers) before its
+readers had a copy each.
 """
 
 from __future__ import annotations
@@ -78,6 +86,12 @@ def _block(block: Block) -> None:
     block.ops = ops
 
 
+def _leaf(v: Value) -> bool:
+    """A cheap tile made from scalars alone (no tile operand)."""
+    owner = v.owner
+    return isinstance(owner, Op) and _cheap(owner) and not any(isinstance(o.type, TileType) for o in owner.operands)
+
+
 def _uses(fn: Function) -> set[Value]:
     return {v for op in fn.walk() for v in op.operands}
 
@@ -108,3 +122,27 @@ def private_addresses(fn: Function) -> None:
     used_before = _uses(fn)
     _block(fn.body)
     _drop_replaced(fn, used_before)
+
+
+def private_leaves(fn: Function) -> None:
+    """Give every reader but the first of a leaf of `fn` its own copy, just before it (in place); an op that
+    reads a leaf twice reads one copy."""
+    seen: set[Value] = set()
+
+    def block(b: Block) -> None:
+        ops: list[Op] = []
+        for op in b.ops:
+            for region in op.regions:
+                block(region)
+            copies: dict[Value, Value] = {}
+            for i, v in enumerate(op.operands):
+                if not _leaf(v):
+                    continue
+                if v not in copies:
+                    copies[v] = _copy(v, {}, ops) if v in seen else v
+                    seen.add(v)
+                op.operands[i] = copies[v]
+            ops.append(op)
+        b.ops = ops
+
+    block(fn.body)
