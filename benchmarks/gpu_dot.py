@@ -27,7 +27,11 @@ INT8_CONFIGS = [(128, 128, 64, 8, 3), (128, 256, 64, 8, 3)]
 # fp8 rows of 128 elements are 128 bytes: BLOCK_K 128 fills the 128-byte swizzle, as Triton's fp8 configs do.
 FP8_CONFIGS = [(128, 256, 128, 8, 3), (128, 256, 64, 8, 3), (128, 128, 64, 8, 3)]
 # (batch, heads, sequence, head dim) and (BLOCK_M, BLOCK_N, num_warps, num_stages)
-ATTENTION_CASES = [((4, 32, 2048, 64), (128, 64, 8, 3)), ((4, 32, 4096, 128), (128, 64, 8, 3))]
+# (batch, heads, n_ctx, head_dim), (BLOCK_M, BLOCK_N, warps, stages): each shape at 128x64 blocks (Triton's fastest
+# on an H100 at both head dims) and at 128x128 (Despina's: with 3 stages at d64; at d128 with 2, which fit, and where
+# the consumers of a specialized loop take 232 registers through setmaxnreg).
+ATTENTION_CASES = [((4, 32, 2048, 64), (128, 64, 8, 3)), ((4, 32, 2048, 64), (128, 128, 8, 3)),
+                   ((4, 32, 4096, 128), (128, 64, 8, 3)), ((4, 32, 4096, 128), (128, 128, 8, 2))]
 MATMUL_HEADER = ["config", "despina", "triton", "torch", "regs", "spills", "triton regs", "triton spills"]
 # M, N, K, then the strides: A and C row-major, B row-major (N-major) or column-major (K-major)
 STRIDES = ",i32:16,i32:16,i32:16,i32:16,i32:1,i32:16,i32:1,i32:16,i32:1"

@@ -199,9 +199,12 @@ class CompileService:
     # ---- the image: a cubin, or PTX for an older driver -----------------------------------------
 
     def toolchain_release(self, entry: Entry) -> images.Version | None:
-        """The nvJitLink release that linked `entry`'s cubin: the backend records it in the metadata; for
-        a backend that does not, the daemon's own nvJitLink."""
-        return images.parse_release(entry.metadata.get("nvjitlink_version")) or images.nvjitlink_release()
+        """The release of what made `entry`'s cubin: the backend records its assembler (nvJitLink, or ptxas for a
+        kernel using setmaxnreg) in the metadata; for a backend that does not, its nvJitLink's, else the
+        daemon's own nvJitLink."""
+        meta = entry.metadata
+        return (images.parse_release(meta.get("assembler_version")) or images.parse_release(meta.get("nvjitlink_version"))
+                or images.nvjitlink_release())
 
     async def _respond(self, entry: Entry, tier: str, driver_version: int) -> CompileResponse:
         toolchain = self.toolchain_release(entry) if driver_version else None

@@ -36,8 +36,11 @@ def _version(dist: str) -> str:
 
 @cache
 def toolchain(compiler: str) -> str:
-    """The versions of despina, LLVM and nvJitLink, and the compiler entry point, as one string."""
-    return ";".join(f"{d}={_version(d)}" for d in _TOOLS) + f";compiler={compiler}"
+    """The versions of despina, LLVM, nvJitLink and ptxas (which assembles kernels using setmaxnreg), and the
+    compiler entry point, as one string."""
+    from despina.compiler.backends.nvptx import ptxas
+
+    return ";".join(f"{d}={_version(d)}" for d in _TOOLS) + f";ptxas={ptxas.identity()};compiler={compiler}"
 
 
 # A module's top-level records that `codec.key_bytes` rewrites (the location table) or leaves out (the source).

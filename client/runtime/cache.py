@@ -279,14 +279,15 @@ def _nvjitlink_version() -> str:
 @functools.cache
 def toolchain() -> dict[str, str]:
     """The versions a cubin depends on besides its input: despina, llvmlite (which fixes the LLVM
-    version), nvJitLink, and a digest of the compiler's source (so a changed backend, or a pass or IR
-    class it runs, never reuses a cubin during development, when the version stays the same). Read from
-    package metadata and files, once per process: nothing here imports LLVM or nvJitLink when their
-    wheels are installed."""
+    version), nvJitLink, the ptxas that assembles kernels using setmaxnreg (`ptxas --version`, run once), and
+    a digest of the compiler's source (so a changed backend, or a pass or IR class it runs, never reuses a
+    cubin during development, when the version stays the same). Read from package metadata and files, once
+    per process: nothing here imports LLVM or nvJitLink when their wheels are installed."""
     import despina
+    from despina.compiler.backends.nvptx import ptxas
 
     return {"despina": despina.__version__, "llvmlite": _version("llvmlite"), "nvjitlink": _nvjitlink_version(),
-            "backend": backend_digest()}
+            "ptxas": ptxas.identity(), "backend": backend_digest()}
 
 
 def _sources(root: str) -> list[tuple[str, int, int]]:

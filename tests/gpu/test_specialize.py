@@ -2,8 +2,9 @@
 producer warp issues the TMA copies, the kernel's warps run the wgmma dots. The descriptor matmul and the
 flattened persistent one (benchmarks/kernels.py) against torch over ragged shapes, K of one step and of
 none (the producer runs no iteration), more programs than tiles; a kernel whose loop sits in an `if` the
-consumers skip (the producer skips it too, or the launch would never end); the same kernel run by the
-daemon, which launches its block with the producer's warp."""
+consumers skip (the producer skips it too, or the launch would never end); a producer warpgroup that gives
+its registers to the consumers (setmaxnreg); the same kernel run by the daemon, which launches its block
+with the producer's warps."""
 
 from __future__ import annotations
 
@@ -82,27 +83,44 @@ def test_the_specialized_persistent_matmul_matches_torch(hopper: Any, tmp_path: 
     torch.testing.assert_close(c.double(), _want(torch, a, b), rtol=1e-2, atol=5e-2)
 
 
-def test_a_loop_the_consumers_skip_the_producer_skips(hopper: Any) -> None:
-    torch = hopper
-    m, n, k = 512, 256, 320
+def _gated(torch: Any, m: int, n: int, k: int, bn: int) -> None:
+    """gated_matmul on 128 x `bn` tiles, its loop run by the programs of the first 256 rows, against torch."""
     a, b = _operand(torch, "fp16", (m, k), 3), _operand(torch, "fp16", (n, k), 4)
     c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float32)
-    gated_matmul[(m // 128, n // 128)](a, b, c, m, n, k, RUN=256, BM=128, BN=128, BK=64, num_warps=8, num_stages=3)
+    gated_matmul[(m // 128, n // bn)](a, b, c, m, n, k, RUN=256, BM=128, BN=bn, BK=64, num_warps=8, num_stages=3)
     torch.cuda.synchronize()
     want = a.double() @ b.double().T
     want[256:] = 0
     torch.testing.assert_close(c.double(), want, rtol=1e-2, atol=5e-2)
 
 
-def test_the_daemon_runs_the_specialized_kernel(gpu_device: driver.Device, on_daemon: GrpcDaemon) -> None:  # noqa: F811
+def test_a_loop_the_consumers_skip_the_producer_skips(hopper: Any) -> None:
+    _gated(hopper, 512, 256, 320, 128)
+
+
+def test_a_producer_warpgroup_gives_its_registers_to_the_consumers(hopper: Any) -> None:
+    """128x256 tiles in 3 slots hold the SM to one block: the producer is a warpgroup at 40 registers a thread
+    and the consumers take 232 (setmaxnreg, the kernel assembled by this host's ptxas as a whole program); the
+    block launches with 384 threads. Against torch, with a program whose loop is skipped."""
+    compiled = despina.compile(gated_matmul, "*fp16:16,*fp16:16,*fp32:16,i32,i32,i32:16",
+                               {"RUN": 256, "BM": 128, "BN": 256, "BK": 64}, num_warps=8, num_stages=3, target="sm_90a")
+    assert compiled.metadata["setmaxnreg"].startswith("yes"), compiled.metadata["setmaxnreg"]
+    assert compiled.metadata["num_threads"] == 384 and compiled.metadata["assembler"] == "ptxas"
+    _gated(hopper, 384, 512, 448, 256)
+
+
+@pytest.mark.parametrize("bn", [128, 256])
+def test_the_daemon_runs_the_specialized_kernel(gpu_device: driver.Device, on_daemon: GrpcDaemon,  # noqa: F811
+                                                bn: int) -> None:
+    """With one producer warp (128x128 tiles) and with a producer warpgroup trading registers (128x256)."""
     if gpu_device.capability != (9, 0):
         pytest.skip("warp specialization needs a compute-capability-9.0 device")
     rng = np.random.default_rng(6)
-    m, n, k = 384, 256, 192
+    m, n, k = 384, 512, 192
     a, b = (rng.standard_normal(shape).astype(np.float16) for shape in ((m, k), (n, k)))
     c = np.full((m, n), np.nan, np.float32)
-    gated_matmul.run_remote[(m // 128, n // 128)](a, b, c, m, n, k, RUN=m, BM=128, BN=128, BK=64, num_warps=8,
-                                                  num_stages=3)
+    gated_matmul.run_remote[(m // 128, n // bn)](a, b, c, m, n, k, RUN=m, BM=128, BN=bn, BK=64, num_warps=8,
+                                                 num_stages=3)
     np.testing.assert_allclose(c, a.astype(np.float32) @ b.astype(np.float32).T, rtol=1e-2, atol=1e-1)
 
 

@@ -157,20 +157,24 @@ def test_the_daemon_runs_the_tma_kernel(gpu_device: driver.Device, on_daemon: Gr
 @pytest.mark.parametrize("dim", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("ws", [False, True])
+@pytest.mark.parametrize(("block_n", "stages"), [(64, 3), (128, 2)])
 def test_attention_through_descriptors_matches_sdpa(hopper: Any, tmp_path: Path, dim: int, causal: bool,
-                                                    ws: bool) -> None:
+                                                    ws: bool, block_n: int, stages: int) -> None:
     """benchmarks/kernels.py's attention_tma_kernel (K and V copied by TMA into a ring, P in registers) on
     (2 batches x 3 heads, 384, dim) fp16, against torch's scaled_dot_product_attention; warp-specialized
-    (`ws`), with P V deferred to the next iteration and the last one after the loop (gpuir/defer.py)."""
+    (`ws`), with P V deferred to the next iteration and the last one after the loop (gpuir/defer.py). At
+    128x128 blocks and d128, specialized, the producer is a warpgroup that gives its registers to the
+    consumers (setmaxnreg)."""
     torch = hopper
     kernels = benchmark_kernels.load(tmp_path)
     batch, heads, n_ctx = 2, 3, 384
     q, k, v = (torch.randn((batch * heads * n_ctx, dim), device="cuda", dtype=torch.float16) for _ in range(3))
     out = torch.full_like(q, float("nan"))
-    descs = [TensorDescriptor.from_tensor(t, [rows, dim]) for t, rows in ((q, 128), (k, 64), (v, 64), (out, 128))]
+    descs = [TensorDescriptor.from_tensor(t, [rows, dim])
+             for t, rows in ((q, 128), (k, block_n), (v, block_n), (out, 128))]
     kernels.attention_tma_kernel[(n_ctx // 128, batch * heads)](*descs, dim ** -0.5, n_ctx, HEAD_DIM=dim, BLOCK_M=128,
-                                                                 BLOCK_N=64, CAUSAL=causal, WARP_SPECIALIZE=ws,
-                                                                 num_warps=8, num_stages=3)
+                                                                 BLOCK_N=block_n, CAUSAL=causal, WARP_SPECIALIZE=ws,
+                                                                 num_warps=8, num_stages=stages)
     shape = (batch, heads, n_ctx, dim)
     want = torch.nn.functional.scaled_dot_product_attention(q.view(shape), k.view(shape), v.view(shape), is_causal=causal)
     torch.testing.assert_close(out.view(shape), want, rtol=2e-2, atol=2e-2)

@@ -152,7 +152,9 @@ def test_key_depends_on_the_toolchain(monkeypatch: pytest.MonkeyPatch) -> None:
     versions = cache.toolchain()
     monkeypatch.setattr(cache, "toolchain", lambda: {**versions, "nvjitlink": "99.0"})
     assert cache.cache_key(module(), OPTIONS, "sm_90") != a
-    assert set(versions) == {"despina", "llvmlite", "nvjitlink", "backend"}
+    monkeypatch.setattr(cache, "toolchain", lambda: {**versions, "ptxas": "99.0.0"})
+    assert cache.cache_key(module(), OPTIONS, "sm_90") != a
+    assert set(versions) == {"despina", "llvmlite", "nvjitlink", "ptxas", "backend"}
     assert versions["despina"] == despina.__version__
 
 

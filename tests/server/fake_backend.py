@@ -3,7 +3,7 @@
 The daemon tests run on CPU-only machines and need compilations that are fast, deterministic and
 steerable: module attributes make it sleep (`fake_sleep` seconds), allocate (`fake_alloc` bytes), fail
 (`fake_fail`), fail as a backend bug would (`fake_bug`) or kill its own worker process (`fake_crash`), change the nvJitLink version it reports (`fake_nvjitlink`, "12.8"
-by default), add a line to its PTX (`fake_ptx`) or name the kernel in its metadata otherwise than the IR can
+by default) or report ptxas as the cubin's assembler (`fake_ptxas`: its version), add a line to its PTX (`fake_ptx`) or name the kernel in its metadata otherwise than the IR can
 (`fake_name`: any text, as the viewer's escaping tests need). Its PTX is a valid empty kernel declaring
 `.version 8.7`, as the NVPTX backend's does.
 """
@@ -51,4 +51,6 @@ def compile_module(module: Module, target: str = "sm_90", options: CompileOption
     asm = {"ir": text, "gpuir": text, "llir": f"; fake LLVM IR for {name}\n", "ptx": ptx, "cubin": cubin}
     metadata = {"name": str(module.attrs.get("fake_name", name)), "num_warps": num_warps, "shared": 0, "pid": os.getpid(), "ptx_version": "8.7",
                 "nvjitlink_version": str(module.attrs.get("fake_nvjitlink", "12.8"))}
+    if module.attrs.get("fake_ptxas"):
+        metadata.update(assembler="ptxas", assembler_version=str(module.attrs["fake_ptxas"]))
     return FakeKernel(asm, metadata)

@@ -129,6 +129,16 @@ def test_toolchain_from_the_entry() -> None:
     assert with_service(body) == ["ptx", "cubin"]
 
 
+def test_a_cubin_assembled_by_ptxas_is_as_new_as_that_ptxas() -> None:
+    """A kernel using setmaxnreg is assembled by ptxas (a whole program), whose release decides, not nvJitLink's."""
+    ir = vector_add_ir(salt=unique(), fake_nvjitlink="12.8", fake_ptxas="13.0.88")
+
+    async def body(service: CompileService) -> list[str]:
+        return [(await service.compile(CompileRequest(ir, driver_version=v))).image_format for v in (12090, 13000)]
+
+    assert with_service(body) == ["ptx", "cubin"]
+
+
 @pytest.mark.skipif(not has_nvjitlink, reason="needs nvJitLink (cuda-bindings) to check lowered PTX")
 def test_lowered_ptx_checked_with_nvjitlink() -> None:
     """An instruction the static table does not know (fence.proxy.tensormap: ISA 8.3) is caught by

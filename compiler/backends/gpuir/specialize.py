@@ -14,10 +14,10 @@ computes coordinates or issues copies. Measured on an H200 (tutorial 09's kernel
 cubed): the flattened persistent loop at 128x128x64 runs 1.20-1.26x faster specialized with 3 stages
 (1.10-1.17x Triton's specialized loop), 1.04-1.09x with 4; the plain loop and 128x256x64 within 3%.
 
-No setmaxnreg: nvJitLink compiles PTX as relocatable code, where ptxas ignores it (warning C7504), and
-with the CUDA install's ptxas (whole program), which honours it (a producer warpgroup at 40 registers, the
-consumers at 232), the same kernels ran within 2%. A producer of one warp then costs the block 32 threads,
-not a warpgroup's 128 (the plain 128x128x64 loop with 3 stages kept its two blocks an SM: 0.73x with 128).
+The producer is one warp: a warpgroup would cost the block 96 threads and their registers (the plain
+128x128x64 loop with 3 stages kept its two blocks an SM: 0.73x with 128). Where shared memory holds the SM
+to one block anyway, the lowering makes it a warpgroup that gives its registers to the consumers
+(`setmaxnreg`, `lower/specialize.rebalance`).
 
 The loop's plan (`gpuir.pipeline`) says which ops compute the copies' coordinates (its ahead slice); the
 producer computes them, and the ops outside the loop they read, itself. A loop is specialized when:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import dataclass, field
@@ -18,10 +19,12 @@ from .lines import line_table
 from .link import kernel_resources, link_cubin, nvjitlink_version, ptxas_warnings
 from .llvm import emit_ptx, llvm_version, unresolved_intrinsics
 from .lower import lower
-from .occupancy import more_ctas
+from .occupancy import Link, more_ctas
+from .ptxas import assemble
+from .ptxas import version as ptxas_version
 from .sass import Stages
 from .target import PTX_VERSION, get_target
-from .toolkit import LIBDEVICE_PREFIX, find_libdevice
+from .toolkit import LIBDEVICE_PREFIX, find_libdevice, find_ptxas
 
 
 @dataclass
@@ -81,7 +84,8 @@ def compile_module(
     asm["ir"], ir_locs = print_module_with_locs(module)
     gpu = build_gpuir(module, options, tgt.has("wgmma"))
     asm["gpuir"], gpuir_locs = print_gpuir_with_locs(gpu)
-    llmodule, shared, launch = lower(gpu, tgt, line_info, options.enable_fp_fusion, options.maxnreg)
+    ptxas = find_ptxas() if tgt.has("setmaxnreg") else None
+    llmodule, shared, launch = lower(gpu, tgt, line_info, options.enable_fp_fusion, options.maxnreg, ptxas is not None)
     if shared > tgt.max_shared:
         raise BackendError(
             f"the kernel needs {shared} bytes of shared memory with num_warps={num_warps}, num_stages={num_stages}; "
@@ -101,11 +105,16 @@ def compile_module(
             "on its own; the op that produced them needs a lowering rule (or libdevice, from nvidia-nvvm)",
             name,
         )
-    cubin, log = link_cubin(ptx, tgt.arch, f"{name}.ptx")
+    # A kernel whose warpgroups trade registers is assembled by ptxas as a whole program (`ptxas.py`).
+    link: Link = link_cubin
+    assembler = ("nvJitLink", nvjitlink_version())
+    if ptxas is not None and str(launch.get("setmaxnreg", "")).startswith("yes"):
+        link, assembler = functools.partial(assemble, path=ptxas), ("ptxas", ptxas_version(ptxas))
+    cubin, log = link(ptx, tgt.arch, f"{name}.ptx")
     # Linked again with `.minnctapersm` when that gives one more CTA per SM without spills, unless
     # the caller chose the register budget (maxnreg).
     if options.maxnreg is None:
-        ptx, cubin, log = more_ctas(ptx, cubin, log, tgt, name, launch["num_threads"], shared, link_cubin)
+        ptx, cubin, log = more_ctas(ptx, cubin, log, tgt, name, launch["num_threads"], shared, link)
     asm["ptx"] = ptx
     asm["cubin"] = cubin
     asm["lines"] = json.dumps(line_table(module, ir_locs, gpuir_locs, optimized, str(asm["ptx"])))
@@ -122,6 +131,8 @@ def compile_module(
         "ptx_version": "{}.{}".format(*PTX_VERSION),
         "llvm_version": llvm_version(),
         "nvjitlink_version": nvjitlink_version(),
+        "assembler": assembler[0],  # what made the cubin from the PTX, and its version
+        "assembler_version": assembler[1],
         "link_log": log,
         "ptxas_warnings": ptxas_warnings(log),
     }

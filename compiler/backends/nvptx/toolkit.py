@@ -1,10 +1,10 @@
-"""Where the NVIDIA files that the backend can use but does not need live: nvdisasm (SASS) and
-libdevice (fp64 math, `pow`, precise `erf`).
+"""Where the NVIDIA files that the backend can use but does not need live: nvdisasm (SASS), libdevice
+(fp64 math, `pow`, precise `erf`) and ptxas (whole-program assembly, for setmaxnreg: `ptxas.py`).
 
 Each is looked for, in order: the environment variable that names it (`DESPINA_NVDISASM`,
-`DESPINA_LIBDEVICE`; set to an empty string to do without), the NVIDIA wheels in this Python
-(`nvidia-cuda-nvdisasm`, `nvidia-nvvm`, found by cuda-pathfinder), `CUDA_HOME` / `CUDA_PATH`, the
-`PATH` for nvdisasm, and `/usr/local/cuda`.
+`DESPINA_LIBDEVICE`, `DESPINA_PTXAS`; set to an empty string to do without), the NVIDIA wheels in this
+Python (`nvidia-cuda-nvdisasm`, `nvidia-nvvm`, `nvidia-cuda-nvcc`), the `PATH` for the executables,
+`CUDA_HOME` / `CUDA_PATH`, and `/usr/local/cuda`.
 """
 
 from __future__ import annotations
@@ -13,12 +13,14 @@ import os
 import shutil
 from collections.abc import Callable
 from functools import lru_cache
+from importlib.util import find_spec
 from pathlib import Path
 
 CUDA_ROOT = Path("/usr/local/cuda")
 LIBDEVICE_PREFIX = "__nv_"
 NVDISASM_HINT = "install the nvidia-cuda-nvdisasm wheel (`pip install nvidia-cuda-nvdisasm`)"
 LIBDEVICE_HINT = "install the nvidia-nvvm wheel (`pip install nvidia-nvvm`)"
+PTXAS_HINT = "install the nvidia-cuda-nvcc wheel (`pip install nvidia-cuda-nvcc`) or set DESPINA_PTXAS"
 
 
 def _pathfinder(name: str) -> Callable[[str], str | None] | None:
@@ -57,6 +59,23 @@ def find_nvdisasm() -> str | None:
     candidates = [_pathfinder_result("find_nvidia_binary_utility", "nvdisasm"), shutil.which("nvdisasm")]
     candidates += [str(home / "bin" / "nvdisasm") for home in _cuda_homes()]
     return _first("DESPINA_NVDISASM", candidates)
+
+
+def _nvidia_wheel_binary(name: str) -> str | None:
+    """`name` in an NVIDIA wheel's `nvidia/cu*/bin`, found without importing cuda-pathfinder (a cache key
+    names the ptxas a compile would run, and computing one imports nothing heavy)."""
+    spec = find_spec("nvidia")
+    roots = list(spec.submodule_search_locations or []) if spec is not None else []
+    found = [str(p) for root in roots for p in sorted(Path(root).glob(f"cu*/bin/{name}"), reverse=True)]
+    return found[0] if found else None
+
+
+@lru_cache(maxsize=1)
+def find_ptxas() -> str | None:
+    """The ptxas executable, or None."""
+    candidates = [_nvidia_wheel_binary("ptxas"), shutil.which("ptxas")]
+    candidates += [str(home / "bin" / "ptxas") for home in _cuda_homes()]
+    return _first("DESPINA_PTXAS", candidates)
 
 
 @lru_cache(maxsize=1)

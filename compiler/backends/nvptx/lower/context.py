@@ -101,9 +101,8 @@ class Lowering:
         ftype = ir.FunctionType(void, [llvm_type(elem_of(a.type)) for a in fn.args] + [TENSOR_MAP] * len(maps))
         self.func = ir.Function(self.module, ftype, name=fn.name)
         self.func.calling_convention = "ptx_kernel"
-        n = str(self.block_threads)
-        strings = {"nvvm.maxntid": n} if maxnreg is None else {"nvvm.maxntid": n, "nvvm.maxnreg": str(maxnreg)}
-        self.func.attributes = _KernelAttributes(strings)
+        self.maxnreg = maxnreg
+        self.launch_bounds(self.block_threads, maxnreg)
         for arg, name in zip(self.func.args, fn.arg_names):
             arg.name = re.sub(r"[^A-Za-z0-9_.]", "_", name) or "arg"
         self.tensor_maps: dict[Op, ir.Value] = {}
@@ -286,6 +285,15 @@ class Lowering:
             fn = ir.Function(self.module, ir.FunctionType(ret, args, var_arg=var_arg), name=name)
         assert isinstance(fn, ir.Function)
         return fn
+
+    def launch_bounds(self, threads: int, maxnreg: int | None) -> None:
+        """The threads a block launches with (`.maxntid`) and, if given, the registers a thread starts with
+        (`.maxnreg`)."""
+        self.block_threads = threads
+        strings = {"nvvm.maxntid": str(threads)}
+        if maxnreg is not None:
+            strings["nvvm.maxnreg"] = str(maxnreg)
+        self.func.attributes = _KernelAttributes(strings)
 
     def call(self, name: str, ret: ir.Type, args: list[ir.Value], builder: ir.IRBuilder | None = None) -> ir.Value:
         fn = self.declare(name, ret, [a.type for a in args])

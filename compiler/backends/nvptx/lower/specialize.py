@@ -12,6 +12,9 @@ kernel's own warps (the consumers), and the producer's code.
                 has retired (`pipeline.py`); CTA barriers are named barrier 1 of the consumers alone
                 (`Lowering.barrier`)
 
+Where shared memory holds the SM to one block, the producer is a warpgroup whose first instruction gives
+registers back (setmaxnreg.dec) and the consumers' first takes them (setmaxnreg.inc): `rebalance`.
+
 The ring (slots and barriers) is placed at the kernel's entry and kept until the loop ends (or until the
 consumers have read a deferred loop's last B from it, after the loop): the producer copies into it while
 the consumers still run what comes before the loop. A wait for parity
@@ -29,6 +32,8 @@ from typing import TYPE_CHECKING, Any
 import llvmlite.ir as ir
 
 from ....ir.core import Op, Value
+from ..occupancy import REGISTER_STEP, REGISTERS_PER_SM, occupancy
+from ..toolkit import PTXAS_HINT
 from . import mbarrier
 from .context import Lowering
 from .phis import close_phis, for_header, less
@@ -49,6 +54,7 @@ class WarpGroups:
     setup: ir.Block
     split: ir.Block
     producer: ir.Block
+    consumers: ir.Block
     ring: int
 
 
@@ -66,8 +72,54 @@ def split(ctx: Lowering) -> None:
     b.branch(setup)
     b.position_at_end(split)
     b.cbranch(b.icmp_unsigned("<", ctx.tid, const(i32, ctx.num_threads)), consumers, producer)
-    ctx.producer = WarpGroups(setup, split, producer, ring)
+    ctx.producer = WarpGroups(setup, split, producer, consumers, ring)
     b.position_at_end(consumers)
+
+
+WARPGROUP = 128
+PRODUCER_REGISTERS = 40  # the producer warpgroup's, after setmaxnreg.dec: one thread computes coordinates
+CONSUMER_REGISTERS = 240  # the most the consumers take (FlashAttention-3's for two consumer warpgroups)
+
+
+def rebalance(ctx: Lowering, shared: int, whole_program: bool) -> str:
+    """Where it pays and can be done, widen the producer to a warpgroup that gives its registers to the consumers
+    (`setmaxnreg`), and say what was done or why not (the kernel's `setmaxnreg` metadata).
+
+    Registers are allocated to a block's warps at launch, each of the SM's four sub-partitions holding a
+    quarter of them: 8 consumer warps and one producer warp put 3 warps on a sub-partition, which caps every
+    thread at 168 registers, as 12 warps do. A producer warpgroup then costs no registers, and with setmaxnreg
+    it keeps 40 and the consumers take the rest (232 a thread for 8 warps). Attention's 128x128 blocks at d128
+    keep S, P and the accumulator in registers, where ptxas spilled 160-192 bytes at 168 and serialized the
+    wgmmas (C7512): on an H100 the specialized (4,32,4096,128) forward went from 416-425 to 577-580 TFLOP/s
+    (full) and from 362-365 to 499-501 (causal), 1.29-1.34x Triton's on the same source and config; tutorial
+    09's specialized persistent matmul, 128x128x64 with 3 stages, from 1.17-1.20x Triton to 1.19-1.25x, its
+    other configurations within 2%. It is done where shared memory already holds the SM to one block, which
+    a producer warpgroup would otherwise cost, and needs a whole-program ptxas (`ptxas.py`: nvJitLink ignores
+    setmaxnreg)."""
+    threads = ctx.num_threads + WARPGROUP
+    entry = REGISTERS_PER_SM // threads // REGISTER_STEP * REGISTER_STEP
+    if not ctx.target.has("setmaxnreg"):
+        return f"no: {ctx.target.arch} has no setmaxnreg"
+    if entry >= CONSUMER_REGISTERS:
+        return f"no: the consumers' {ctx.num_threads // 32} warps have {CONSUMER_REGISTERS} registers a thread without it"
+    if (blocks := occupancy(ctx.target.capability, 1, threads, shared).blocks) > 1:
+        return (f"no: shared memory ({shared} bytes) leaves room for {blocks} blocks an SM, which a producer "
+                f"warpgroup's registers would cost")
+    if ctx.maxnreg is not None:
+        return f"no: maxnreg={ctx.maxnreg} sets the registers of every thread"
+    if not whole_program:
+        return f"no: no ptxas to assemble the kernel as a whole program (nvJitLink ignores setmaxnreg): {PTXAS_HINT}"
+    consumers = min(CONSUMER_REGISTERS, (threads * entry - WARPGROUP * PRODUCER_REGISTERS) // ctx.num_threads
+                    // REGISTER_STEP * REGISTER_STEP)
+    groups: WarpGroups = ctx.producer
+    for block, text in ((groups.producer, f"setmaxnreg.dec.sync.aligned.u32 {PRODUCER_REGISTERS};"),
+                        (groups.consumers, f"setmaxnreg.inc.sync.aligned.u32 {consumers};")):
+        builder = ir.IRBuilder(block)
+        builder.position_at_start(block)
+        with _building(ctx, builder, ctx.values):
+            ctx.asm(void, text, "", [], side_effect=True)
+    ctx.launch_bounds(threads, entry)
+    return f"yes: a producer warpgroup at {PRODUCER_REGISTERS} registers a thread, the consumers at {consumers}"
 
 
 @contextmanager
