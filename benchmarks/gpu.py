@@ -166,13 +166,24 @@ kernels = __import__("kernels_{flavor}")
 t1 = time.perf_counter()
 {retarget}
 a = torch.randn(512, 512, device="cuda", dtype=torch.float16); c = torch.empty_like(a)
-kernels.matmul_kernel[(512 // {bm}, 512 // {bn})](a, a, c, 512, 512, 512, 512, 1, 512, 1, 512, 1, BLOCK_M={bm},
-                                                  BLOCK_N={bn}, BLOCK_K=64, num_warps=8, num_stages=3)
+{launch}
 torch.cuda.synchronize()
 print(t1 - t0, time.perf_counter() - t1)
 """
+# What each compile-time row launches (BLOCK_M x BLOCK_N, BLOCK_K 64, 8 warps, 3 stages, fp16): the tutorial
+# matmul, and tutorial 09's persistent descriptor kernel as written and warp-specialized.
+COMPILE_CASES = {
+    f"matmul {bm}x{bn}x64 w8 s3": f"""kernels.matmul_kernel[(512 // {bm}, 512 // {bn})](a, a, c, 512, 512, 512, 512, 1, 512, 1,
+    512, 1, BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K=64, num_warps=8, num_stages=3)"""
+    for bm, bn in ((128, 128), (128, 256))
+} | {
+    f"persistent 128x128x64 w8 s3{' ws' if ws else ''}": f"""d = [kernels.TensorDescriptor.from_tensor(a, b) for b in ([128, 64],
+    [128, 64], [128, 128])]
+kernels.matmul_tma_persistent_kernel[(16,)](*d, 512, 512, 512, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_SIZE_M=8,
+    NUM_SMS=16, WARP_SPECIALIZE={ws}, num_warps=8, num_stages=3)"""
+    for ws in (False, True)
+}
 TARGET: list[str] = []  # Despina's compile target when not the GPU's own (set by main)
-COMPILE_CONFIGS = [(128, 128), (128, 256)]  # BLOCK_M x BLOCK_N, with BLOCK_K 64, 8 warps, 3 stages, fp16
 
 
 def _fresh_process(code: str, env: dict[str, str]) -> list[float] | str:
@@ -184,24 +195,23 @@ def _fresh_process(code: str, env: dict[str, str]) -> list[float] | str:
 
 def compile_times(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
     """Seconds to import the kernels' file (the compiler's package with it) and to compile, load and
-    run the tutorial matmul in a fresh process, with an empty cache (cold) and again from the disk
+    run each of `COMPILE_CASES` in a fresh process, with an empty cache (cold) and again from the disk
     cache the cold run filled (warm); the median of 3 fresh processes (1 with --quick)."""
     workdir = Path(str(kernels["despina"].__file__)).parent  # where load_kernels wrote both flavors' files
     samples: dict[tuple[str, str], list[float | str]] = {}
     for flavor in ("despina", "triton"):
-        for bm, bn in COMPILE_CONFIGS:
+        for config, launch in COMPILE_CASES.items():
             for _ in range(1 if quick else 3):
                 cache = tempfile.mkdtemp(prefix=f"{flavor}-cache-")
                 env = dict(os.environ, DESPINA_CACHE_DIR=cache, TRITON_CACHE_DIR=cache)
-                code = COMPILE_SNIPPET.format(workdir=str(workdir), flavor=flavor, bm=bm, bn=bn, retarget=(
+                code = COMPILE_SNIPPET.format(workdir=str(workdir), flavor=flavor, launch=launch, retarget=(
                     f"import despina.runtime.driver as d; d.target_for = lambda capability: {TARGET[0]!r}"
                     if flavor == "despina" and TARGET else ""))
-                config = f"{bm}x{bn}x64 w8 s3"
                 for when in ("cold", "warm"):
                     got = _fresh_process(code, env)
                     if when == "cold":
                         samples.setdefault((flavor, "import"), []).append(got if isinstance(got, str) else got[0])
-                    samples.setdefault((flavor, f"matmul {config} {when}"), []).append(
+                    samples.setdefault((flavor, f"{config} {when}"), []).append(
                         got if isinstance(got, str) else got[1])
     rows = []
     for what in dict.fromkeys(w for _, w in samples):
