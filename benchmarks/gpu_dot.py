@@ -11,6 +11,7 @@ read from `despina.compile` for this GPU's target, Triton's from the kernel its 
 from __future__ import annotations
 
 import math
+import re
 import tempfile
 from pathlib import Path
 from types import ModuleType
@@ -32,15 +33,27 @@ FP8_CONFIGS = [(128, 256, 128, 8, 3), (128, 256, 64, 8, 3), (128, 128, 64, 8, 3)
 # the consumers of a specialized loop take 232 registers through setmaxnreg).
 ATTENTION_CASES = [((4, 32, 2048, 64), (128, 64, 8, 3)), ((4, 32, 2048, 64), (128, 128, 8, 3)),
                    ((4, 32, 4096, 128), (128, 64, 8, 3)), ((4, 32, 4096, 128), (128, 128, 8, 2))]
-MATMUL_HEADER = ["config", "despina", "triton", "torch", "regs", "spills", "triton regs", "triton spills"]
+RESOURCES = ["regs", "spills", "ptxas"]  # Despina's kernel: see `resources`
+MATMUL_HEADER = ["config", "despina", "triton", "torch", *RESOURCES, "triton regs", "triton spills"]
 # M, N, K, then the strides: A and C row-major, B row-major (N-major) or column-major (K-major)
 STRIDES = ",i32:16,i32:16,i32:16,i32:16,i32:1,i32:16,i32:1,i32:16,i32:1"
 K_MAJOR_B_STRIDES = ",i32:16,i32:16,i32:16,i32:16,i32:1,i32:1,i32:16,i32:16,i32:1"
 
 
+def resources(metadata: dict[str, Any]) -> list[Any]:
+    """Registers a thread, spill stores and ptxas' numbered findings (`C7511`: wgmma serialized, and the like;
+    "none") of a Despina kernel. A warp-specialized kernel whose producer gives its registers to the consumers
+    (setmaxnreg) shows the registers a thread starts with and, in brackets, the consumers'."""
+    regs: Any = metadata["registers"]
+    if consumers := re.search(r"^yes: .* consumers at (\d+)", str(metadata.get("setmaxnreg", ""))):
+        regs = f"{regs} ({consumers.group(1)})"
+    codes = sorted({re.sub(r"^\((C\d+)\).*", r"\1", w) for w in metadata.get("ptxas_warnings", [])})
+    return [regs, metadata["spill_stores"], " ".join(codes) or "none"]
+
+
 def despina_resources(kernel: Any, signature: str, constexprs: dict[str, Any], warps: int,
                       stages: int) -> list[Any]:
-    """Registers per thread and spill stores of Despina's cubin for this GPU (the launch's target)."""
+    """`resources` of Despina's cubin for this GPU (the launch's target)."""
     import torch
 
     import despina
@@ -50,8 +63,26 @@ def despina_resources(kernel: Any, signature: str, constexprs: dict[str, Any], w
         compiled = despina.compile(kernel, signature, constexprs, num_warps=warps, num_stages=stages,
                                    target=target_for(torch.cuda.get_device_capability()))
     except Exception as exc:
-        return [failure(exc)] * 2
-    return [compiled.metadata["registers"], compiled.metadata["spill_stores"]]
+        return [failure(exc)] * len(RESOURCES)
+    return resources(compiled.metadata)
+
+
+def launch_resources(kernel: Any, args: tuple[Any, ...], constexprs: dict[str, Any], warps: int,
+                     stages: int) -> list[Any]:
+    """`resources` of Despina's cubin for this GPU as a launch on `args` specializes it (no launch): for kernels
+    whose arguments a signature does not spell (host TensorDescriptors)."""
+    import torch
+
+    from despina.runtime import kernels
+    from despina.runtime.driver import target_for
+
+    try:
+        options = kernel.options({"num_warps": warps, "num_stages": stages}, interpret=False)
+        spec = kernel.specialize(kernel.bind(args, constexprs), options)
+        binary, _ = kernels.local(kernel.ir(spec, options), options, target_for(torch.cuda.get_device_capability()))
+    except Exception as exc:
+        return [failure(exc)] * len(RESOURCES)
+    return resources(binary.metadata)
 
 
 def triton_resources(cells: list[Cell]) -> list[Any]:
@@ -157,8 +188,7 @@ def _descriptor_matmul_times(kernels: dict[str, ModuleType], kernel: str, a: Any
 
 def tma_matmul(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
     """Tutorial 09's descriptor matmul (`matmul_tma_kernel`: A, B^T and C through host TensorDescriptors),
-    fp16 and bf16, TFLOP/s, beside torch.matmul. Triton copies the tiles with TMA, stores C with TMA;
-    Despina copies A and B with TMA and stores C with masked stores."""
+    fp16 and bf16, TFLOP/s, beside torch.matmul. Both compilers copy the tiles and store C with TMA."""
     import torch
 
     rows = []
@@ -193,7 +223,13 @@ def persistent_matmul(kernels: dict[str, ModuleType], quick: bool) -> list[list[
                 times, cells = _descriptor_matmul_times(kernels, "matmul_tma_persistent_kernel", a, b, config, grid,
                                                         1 if quick else ROUNDS, GROUP_SIZE_M=8, NUM_SMS=sms,
                                                         WARP_SPECIALIZE=ws)
+                desc = kernels["despina"].TensorDescriptor
+                descs = (desc.from_tensor(a, [bm, bk]), desc.from_tensor(b, [bn, bk]), desc.from_tensor(a, [bm, bn]))
+                meta = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_SIZE_M": 8, "NUM_SMS": sms,
+                        "WARP_SPECIALIZE": ws}
                 rows.append([f"floa {size}^3 {bm}x{bn}x{bk} w{warps} s{stages}{' ws' if ws else ''}", *times,
+                             *launch_resources(kernels["despina"].matmul_tma_persistent_kernel,
+                                               (*descs, size, size, size), meta, warps, stages),
                              *triton_resources(cells)])
     return rows
 
@@ -247,32 +283,29 @@ def attention_tma(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]
                 q4, k4, v4, is_causal=causal), None))
             flops = 4 * batch * heads * n_ctx * n_ctx * dim * (0.5 if causal else 1)
             times = side_by_side(cells, lambda ms: flops / ms * 1e-9, 1 if quick else ROUNDS)
+            desc = kernels["despina"].TensorDescriptor
+            args = (desc.from_tensor(q, [bm, dim]), desc.from_tensor(k, [bn, dim]), desc.from_tensor(v, [bn, dim]),
+                    desc.from_tensor(q, [bm, dim]), 1 / math.sqrt(dim), n_ctx)
+            meta = {"HEAD_DIM": dim, "BLOCK_M": bm, "BLOCK_N": bn, "CAUSAL": causal, "WARP_SPECIALIZE": ws}
             rows.append([f"({batch},{heads},{n_ctx},{dim}) {'causal' if causal else 'full'} {bm}x{bn} w{warps} "
-                         f"s{stages}{' ws' if ws else ''}", *times, *triton_resources(cells)])
+                         f"s{stages}{' ws' if ws else ''}", *times,
+                         *launch_resources(kernels["despina"].attention_tma_kernel, args, meta, warps, stages),
+                         *triton_resources(cells)])
     return rows
 
 
 def tma_resources(kernel: Any, dtype: str, block: tuple[int, int, int], warps: int, stages: int) -> list[Any]:
-    """Registers and spill stores of Despina's descriptor matmul for this GPU, traced from descriptors of
-    4096 x 4096 tensors (no launch)."""
+    """`resources` of Despina's descriptor matmul for this GPU, traced from descriptors of 4096 x 4096 tensors."""
     import torch
 
-    from despina.runtime import kernels
-    from despina.runtime.driver import target_for
     from despina.tools.tensor_descriptor import TensorDescriptor
 
     bm, bn, bk = block
     t = torch.empty((4096, 4096), device="cuda", dtype=getattr(torch, dtype))
-    try:
-        options = kernel.options({"num_warps": warps, "num_stages": stages}, interpret=False)
-        bound = kernel.bind((TensorDescriptor.from_tensor(t, [bm, bk]), TensorDescriptor.from_tensor(t, [bn, bk]),
-                             TensorDescriptor.from_tensor(t.half(), [bm, bn]), 4096, 4096, 4096),
-                            {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk})
-        spec = kernel.specialize(bound, options)
-        binary, _ = kernels.local(kernel.ir(spec, options), options, target_for(torch.cuda.get_device_capability()))
-    except Exception as exc:
-        return [failure(exc)] * 2
-    return [binary.metadata["registers"], binary.metadata["spill_stores"]]
+    descs = (TensorDescriptor.from_tensor(t, [bm, bk]), TensorDescriptor.from_tensor(t, [bn, bk]),
+             TensorDescriptor.from_tensor(t.half(), [bm, bn]))
+    return launch_resources(kernel, (*descs, 4096, 4096, 4096), {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, warps,
+                            stages)
 
 
 def fp8_matmul(kernels: dict[str, ModuleType], size: int, rounds: int) -> list[list[Any]]:
