@@ -180,6 +180,55 @@ def test_attention_through_descriptors_matches_sdpa(hopper: Any, tmp_path: Path,
     torch.testing.assert_close(out.view(shape), want, rtol=2e-2, atol=2e-2)
 
 
+@despina.jit
+def two_stage_attention(desc_q, desc_k, desc_v, out_ptr, sm_scale, N_CTX, D: tl.constexpr, BM: tl.constexpr,
+                        BN: tl.constexpr):
+    """Causal attention in tutorial 06's two stages: the blocks before the diagonal unmasked, then the diagonal's
+    masked, both loops multiplying the same Q (one shared-memory buffer, gpuir/hoist.py)."""
+    start_m, offset_y = tl.program_id(0), tl.program_id(1) * N_CTX
+    offs_m, offs_n = start_m * BM + tl.arange(0, BM), tl.arange(0, BN)
+    q = desc_q.load([offset_y + start_m * BM, 0])
+    m_i = tl.zeros([BM], dtype=tl.float32) - float("inf")
+    l_i = tl.zeros([BM], dtype=tl.float32)
+    acc = tl.zeros([BM, D], dtype=tl.float32)
+    scale = sm_scale * 1.44269504
+    for start_n in range(0, start_m * BM, BN):
+        qk = tl.dot(q, desc_k.load([offset_y + start_n, 0]).T) * scale
+        m_new = tl.maximum(m_i, tl.max(qk, 1))
+        p = tl.exp2(qk - m_new[:, None])
+        alpha = tl.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), desc_v.load([offset_y + start_n, 0]))
+        m_i = m_new
+    for start_n in range(start_m * BM, (start_m + 1) * BM, BN):
+        qk = tl.dot(q, desc_k.load([offset_y + start_n, 0]).T) * scale
+        qk = tl.where(offs_m[:, None] >= start_n + offs_n[None, :], qk, -float("inf"))
+        m_new = tl.maximum(m_i, tl.max(qk, 1))
+        p = tl.exp2(qk - m_new[:, None])
+        alpha = tl.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), desc_v.load([offset_y + start_n, 0]))
+        m_i = m_new
+    rows = offset_y + offs_m
+    tl.store(out_ptr + rows[:, None] * D + tl.arange(0, D)[None, :], (acc / l_i[:, None]).to(tl.float16))
+
+
+@pytest.mark.parametrize(("dim", "block_n", "stages"), [(128, 128, 2), (64, 64, 3)])
+def test_two_stage_causal_attention_matches_sdpa(hopper: Any, dim: int, block_n: int, stages: int) -> None:
+    """Tutorial 06's causal form on (2 x 3, 512, dim) fp16 against SDPA. At d128 with 128x128 blocks and 2 stages
+    it fits only with one Q buffer for both loops (229,400 bytes of shared memory; 262,168 with one each)."""
+    torch = hopper
+    batch_heads, n_ctx = 6, 512
+    q, k, v = (torch.randn((batch_heads * n_ctx, dim), device="cuda", dtype=torch.float16) for _ in range(3))
+    out = torch.full_like(q, float("nan"))
+    descs = [TensorDescriptor.from_tensor(t, [rows, dim]) for t, rows in ((q, 128), (k, block_n), (v, block_n))]
+    two_stage_attention[(n_ctx // 128, batch_heads)](*descs, out, dim ** -0.5, n_ctx, D=dim, BM=128, BN=block_n,
+                                                     num_warps=8, num_stages=stages)
+    shape = (1, batch_heads, n_ctx, dim)
+    want = torch.nn.functional.scaled_dot_product_attention(q.view(shape), k.view(shape), v.view(shape), is_causal=True)
+    torch.testing.assert_close(out.view(shape), want, rtol=2e-2, atol=2e-2)
+
+
 @pytest.mark.parametrize("programs,k", [(3, 136), (200, 136), (3, 0), (2, 64)])
 def test_persistent_descriptor_matmul_matches_torch(hopper: Any, tmp_path: Path, programs: int, k: int) -> None:
     """benchmarks/kernels.py's tutorial-09 persistent kernel, its loop nest flattened: each of `programs`

@@ -50,9 +50,10 @@ def _resident(gpu: GpuFunction, op: Op) -> bool:
     return enc.parent.version == 3 or (enc.k_width == 2 and elem.itemsize == 2)
 
 
-def _keep_in_shared(gpu: GpuFunction, conv: Op) -> Op:
+def _keep_in_shared(gpu: GpuFunction, conv: Op, stored: dict[tuple[Value, BufferType], Value]) -> list[Op]:
     """The `local_alloc` of `conv`'s source, swizzled as its dots read it (`ldmatrix`, or wgmma's
-    swizzle atoms, K-major for 8-bit types); `conv` becomes its `local_load`."""
+    swizzle atoms, K-major for 8-bit types), unless `stored` (the buffers allocated earlier in the
+    same block, by source and type) has it already; `conv` becomes its `local_load`."""
     src = conv.operands[0]
     ty, enc = src.type, gpu.encoding(conv.result)
     assert isinstance(ty, TileType) and isinstance(enc, MmaOperand) and isinstance(ty.element_ty, ScalarType)
@@ -61,13 +62,21 @@ def _keep_in_shared(gpu: GpuFunction, conv: Op) -> Op:
     swizzled = operand_shared(gpu.layout(src), enc.op_idx, size, k_major=wgmma and size == 1)
     if wgmma:
         swizzled = swizzled.atoms()
-    alloc = Op(LOCAL_ALLOC, [src], [BufferType(ty.shape, ty.element_ty, swizzled)], {}, (), conv.loc)
-    conv.name, conv.operands = LOCAL_LOAD, [alloc.result]
-    return alloc
+    buffer = BufferType(ty.shape, ty.element_ty, swizzled)
+    found = stored.get((src, buffer))
+    new = [] if found is not None else [Op(LOCAL_ALLOC, [src], [buffer], {}, (), conv.loc)]
+    if found is None:
+        found = stored[(src, buffer)] = new[0].result
+    conv.name, conv.operands = LOCAL_LOAD, [found]
+    return new
 
 
 def _hoist(gpu: GpuFunction, block: Block) -> None:
+    """Hoist out of each loop of `block`. Loops one after another that read the same invariant in shared memory
+    (tutorial 06's causal attention: Q, in the loop before the diagonal blocks and in the one over them) read one
+    buffer, stored once: a buffer is never written after its `local_alloc`."""
     ops: list[Op] = []
+    stored: dict[tuple[Value, BufferType], Value] = {}
     for op in block.ops:
         for region in op.regions:
             _hoist(gpu, region)
@@ -78,7 +87,8 @@ def _hoist(gpu: GpuFunction, block: Block) -> None:
             kept = [o for o in invariant if _resident(gpu, o)]
             moved = [o for o in invariant if all(o is not k for k in kept)]
             body.ops = [o for o in body.ops if all(o is not m for m in moved)]
-            ops.extend(_keep_in_shared(gpu, o) if any(o is k for k in kept) else o for o in invariant)
+            for o in invariant:
+                ops.extend(_keep_in_shared(gpu, o, stored) if any(o is k for k in kept) else [o])
         ops.append(op)
     block.ops = ops
 

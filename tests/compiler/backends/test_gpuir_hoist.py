@@ -1,6 +1,6 @@
 """A loop-invariant dot operand is converted once, before the loop, or kept in a shared-memory
 buffer (`local_alloc` before the loop, `local_load` in it) when it is a 16-bit mma.sync operand
-(gpuir/hoist.py); buffers take shared layouts, and only `local_load` reads them (`local_store`, which
+(gpuir/hoist.py), one buffer for loops one after another; buffers take shared layouts, and only `local_load` reads them (`local_store`, which
 writes one, is tested with gpuir/staging.py)."""
 
 from __future__ import annotations
@@ -53,6 +53,36 @@ def test_the_invariant_operand_is_stored_in_shared_memory_before_the_loop() -> N
     assert body.count("convert_layout(") == 1  # B's, loaded in the loop
     ptx = k.asm["ptx"]
     assert "st.shared" not in pipelined_loop(ptx)  # A is not stored again in each iteration
+
+
+@despina.jit
+def two_stages(q_ptr, k_ptr, out_ptr, n, SPLIT: tl.constexpr):
+    """Tutorial 06's causal form: one loop over the blocks before the diagonal, another over the rest, both
+    multiplying the same Q (with SPLIT, the second loop multiplies a tile of its own instead)."""
+    i = tl.arange(0, 64)
+    q = tl.load(q_ptr + i[:, None] * 64 + i[None, :])
+    acc = tl.zeros((64, 64), tl.float32)
+    for j in range(0, n):
+        acc = tl.dot(q, tl.load(k_ptr + j * 4096 + i[:, None] * 64 + i[None, :]), acc)
+    other = tl.load(q_ptr + 4096 + i[:, None] * 64 + i[None, :]) if SPLIT else q
+    for j in range(n, 2 * n):
+        acc = tl.dot(other, tl.load(k_ptr + j * 4096 + i[:, None] * 64 + i[None, :]), acc)
+    tl.store(out_ptr + i[:, None] * 64 + i[None, :], acc)
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
+def test_loops_one_after_another_read_one_buffer_of_the_same_invariant(target: str) -> None:
+    """Q is stored once, before the first loop; the second loop reads that buffer (a buffer is never written
+    after its local_alloc). Each loop storing its own copy took 32 KiB more of a 128x128 fp16 Q: tutorial 06's
+    causal form at d128, 128x128 blocks and 2 stages, needed 262168 bytes of shared memory, past the limit."""
+    sig = "*fp16:16,*fp16:16,*fp32:16,i32"
+    one = despina.compile(two_stages, sig, {"SPLIT": False}, num_warps=4, num_stages=2, target=target)
+    gpuir = one.asm["gpuir"]
+    (alloc,) = re.findall(r"^  (%\d+) = local_alloc\(", gpuir, re.M)
+    assert len(re.findall(rf"= local_load\({alloc}\)", gpuir)) == 2
+    two = despina.compile(two_stages, sig, {"SPLIT": True}, num_warps=4, num_stages=2, target=target)
+    assert two.asm["gpuir"].count("local_alloc(") == 2  # different tiles keep their own buffers
+    assert one.metadata["shared"] < two.metadata["shared"]
 
 
 def _buffered() -> tuple[GpuFunction, Op, Op]:
