@@ -69,8 +69,8 @@ def despina_resources(kernel: Any, signature: str, constexprs: dict[str, Any], w
 
 def launch_resources(kernel: Any, args: tuple[Any, ...], constexprs: dict[str, Any], warps: int,
                      stages: int) -> list[Any]:
-    """`resources` of Despina's cubin for this GPU as a launch on `args` specializes it (no launch): for kernels
-    whose arguments a signature does not spell (host TensorDescriptors)."""
+    """`resources` of Despina's cubin for this GPU as a launch on `args` specializes it (the cache has it from
+    the launch): for kernels whose arguments a signature does not spell (host TensorDescriptors)."""
     import torch
 
     from despina.runtime import kernels
@@ -164,26 +164,30 @@ def matmul(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
     return rows
 
 
-def _descriptor_matmul_times(kernels: dict[str, ModuleType], kernel: str, a: Any, b: Any, config: tuple[int, ...],
-                             grid: tuple[int, ...], rounds: int, **consts: Any) -> tuple[list[Any], list[Cell]]:
+def _descriptor_matmul_row(kernels: dict[str, ModuleType], kernel: str, a: Any, b: Any, config: tuple[int, ...],
+                           grid: tuple[int, ...], rounds: int, **consts: Any) -> list[Any]:
     """The TFLOP/s of `kernel` of each compiler (A, B^T and C through host TensorDescriptors, `consts` its
-    other constexprs) and of torch.matmul(a, b.T), and the cells they were timed with."""
+    other constexprs) and of torch.matmul(a, b.T), then the `resources` of Despina's kernel and Triton's."""
     import torch
 
     size = a.shape[0]
     bm, bn, bk, warps, stages = config
+    constexprs = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, **consts}
     ref = torch.matmul(a, b.T).to(torch.float16)
     cells: list[Cell] = []
+    launched: dict[str, tuple[Any, ...]] = {}
     for name in ("despina", "triton"):
         desc = kernels[name].TensorDescriptor
         out = torch.empty_like(ref)
-        args = (desc.from_tensor(a, [bm, bk]), desc.from_tensor(b, [bn, bk]), desc.from_tensor(out, [bm, bn]))
+        args = launched[name] = (desc.from_tensor(a, [bm, bk]), desc.from_tensor(b, [bn, bk]),
+                                 desc.from_tensor(out, [bm, bn]), size, size, size)
         k = getattr(kernels[name], kernel)
-        cells.append((lambda k=k, args=args: k[grid](*args, size, size, size, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
-                                                      num_warps=warps, num_stages=stages, **consts),
+        cells.append((lambda k=k, args=args: k[grid](*args, num_warps=warps, num_stages=stages, **constexprs),
                       lambda out=out: torch.testing.assert_close(out, ref, rtol=2e-2, atol=0.25)))
     cells.append((lambda: torch.matmul(a, b.T), None))
-    return side_by_side(cells, lambda ms: 2 * size**3 / ms * 1e-9, rounds), cells
+    return [*side_by_side(cells, lambda ms: 2 * size**3 / ms * 1e-9, rounds),
+            *launch_resources(getattr(kernels["despina"], kernel), launched["despina"], constexprs, warps, stages),
+            *triton_resources(cells)]
 
 
 def tma_matmul(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
@@ -198,11 +202,9 @@ def tma_matmul(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
             for config in MATMUL_CONFIGS[:2] if quick else MATMUL_CONFIGS:
                 bm, bn, bk, warps, stages = config
                 grid = (math.ceil(size / bm), math.ceil(size / bn))
-                times, cells = _descriptor_matmul_times(kernels, "matmul_tma_kernel", a, b, config, grid,
-                                                        1 if quick else ROUNDS)
-                rows.append([f"{dtype[:4]} {size}^3 {bm}x{bn}x{bk} w{warps} s{stages}", *times,
-                             *tma_resources(kernels["despina"].matmul_tma_kernel, dtype, (bm, bn, bk), warps, stages),
-                             *triton_resources(cells)])
+                rows.append([f"{dtype[:4]} {size}^3 {bm}x{bn}x{bk} w{warps} s{stages}",
+                             *_descriptor_matmul_row(kernels, "matmul_tma_kernel", a, b, config, grid,
+                                                     1 if quick else ROUNDS)])
     return rows
 
 
@@ -220,17 +222,10 @@ def persistent_matmul(kernels: dict[str, ModuleType], quick: bool) -> list[list[
             bm, bn, bk, warps, stages = config
             grid = (min(sms, math.ceil(size / bm) * math.ceil(size / bn)),)
             for ws in (False, True):
-                times, cells = _descriptor_matmul_times(kernels, "matmul_tma_persistent_kernel", a, b, config, grid,
-                                                        1 if quick else ROUNDS, GROUP_SIZE_M=8, NUM_SMS=sms,
-                                                        WARP_SPECIALIZE=ws)
-                desc = kernels["despina"].TensorDescriptor
-                descs = (desc.from_tensor(a, [bm, bk]), desc.from_tensor(b, [bn, bk]), desc.from_tensor(a, [bm, bn]))
-                meta = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_SIZE_M": 8, "NUM_SMS": sms,
-                        "WARP_SPECIALIZE": ws}
-                rows.append([f"floa {size}^3 {bm}x{bn}x{bk} w{warps} s{stages}{' ws' if ws else ''}", *times,
-                             *launch_resources(kernels["despina"].matmul_tma_persistent_kernel,
-                                               (*descs, size, size, size), meta, warps, stages),
-                             *triton_resources(cells)])
+                rows.append([f"floa {size}^3 {bm}x{bn}x{bk} w{warps} s{stages}{' ws' if ws else ''}",
+                             *_descriptor_matmul_row(kernels, "matmul_tma_persistent_kernel", a, b, config, grid,
+                                                     1 if quick else ROUNDS, GROUP_SIZE_M=8, NUM_SMS=sms,
+                                                     WARP_SPECIALIZE=ws)])
     return rows
 
 
@@ -269,11 +264,13 @@ def attention_tma(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]
         for causal, ws in ((causal, ws) for causal in (False, True) for ws in (False, True)):
             ref = torch.nn.functional.scaled_dot_product_attention(q4, k4, v4, is_causal=causal).view_as(q)
             cells: list[Cell] = []
+            launched: dict[str, tuple[Any, ...]] = {}
             for name in ("despina", "triton"):
                 desc = kernels[name].TensorDescriptor
                 out = torch.empty_like(q)
-                args = (desc.from_tensor(q, [bm, dim]), desc.from_tensor(k, [bn, dim]), desc.from_tensor(v, [bn, dim]),
-                        desc.from_tensor(out, [bm, dim]), 1 / math.sqrt(dim), n_ctx)
+                args = launched[name] = (desc.from_tensor(q, [bm, dim]), desc.from_tensor(k, [bn, dim]),
+                                         desc.from_tensor(v, [bn, dim]), desc.from_tensor(out, [bm, dim]),
+                                         1 / math.sqrt(dim), n_ctx)
                 f = kernels[name].attention_tma_kernel
                 cells.append((lambda f=f, args=args, causal=causal, ws=ws: f[grid](
                                   *args, HEAD_DIM=dim, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal, WARP_SPECIALIZE=ws,
@@ -283,29 +280,13 @@ def attention_tma(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]
                 q4, k4, v4, is_causal=causal), None))
             flops = 4 * batch * heads * n_ctx * n_ctx * dim * (0.5 if causal else 1)
             times = side_by_side(cells, lambda ms: flops / ms * 1e-9, 1 if quick else ROUNDS)
-            desc = kernels["despina"].TensorDescriptor
-            args = (desc.from_tensor(q, [bm, dim]), desc.from_tensor(k, [bn, dim]), desc.from_tensor(v, [bn, dim]),
-                    desc.from_tensor(q, [bm, dim]), 1 / math.sqrt(dim), n_ctx)
             meta = {"HEAD_DIM": dim, "BLOCK_M": bm, "BLOCK_N": bn, "CAUSAL": causal, "WARP_SPECIALIZE": ws}
             rows.append([f"({batch},{heads},{n_ctx},{dim}) {'causal' if causal else 'full'} {bm}x{bn} w{warps} "
                          f"s{stages}{' ws' if ws else ''}", *times,
-                         *launch_resources(kernels["despina"].attention_tma_kernel, args, meta, warps, stages),
+                         *launch_resources(kernels["despina"].attention_tma_kernel, launched["despina"], meta, warps,
+                                           stages),
                          *triton_resources(cells)])
     return rows
-
-
-def tma_resources(kernel: Any, dtype: str, block: tuple[int, int, int], warps: int, stages: int) -> list[Any]:
-    """`resources` of Despina's descriptor matmul for this GPU, traced from descriptors of 4096 x 4096 tensors."""
-    import torch
-
-    from despina.tools.tensor_descriptor import TensorDescriptor
-
-    bm, bn, bk = block
-    t = torch.empty((4096, 4096), device="cuda", dtype=getattr(torch, dtype))
-    descs = (TensorDescriptor.from_tensor(t, [bm, bk]), TensorDescriptor.from_tensor(t, [bn, bk]),
-             TensorDescriptor.from_tensor(t.half(), [bm, bn]))
-    return launch_resources(kernel, (*descs, 4096, 4096, 4096), {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, warps,
-                            stages)
 
 
 def fp8_matmul(kernels: dict[str, ModuleType], size: int, rounds: int) -> list[list[Any]]:

@@ -181,34 +181,40 @@ def test_attention_through_descriptors_matches_sdpa(hopper: Any, tmp_path: Path,
 
 
 @despina.jit
+def _attention_stage(acc, l_i, m_i, q, desc_k, desc_v, offset_y, lo, hi, offs_m, scale, BN: tl.constexpr,
+                     MASKED: tl.constexpr):
+    """One stage of tutorial 06's forward pass (its `_attn_fwd_inner`): the key blocks from `lo` to `hi`, masked
+    causally where MASKED."""
+    offs_n = tl.arange(0, BN)
+    for start_n in range(lo, hi, BN):
+        qk = tl.dot(q, desc_k.load([offset_y + start_n, 0]).T) * scale
+        if MASKED:
+            qk = tl.where(offs_m[:, None] >= start_n + offs_n[None, :], qk, -float("inf"))
+        m_new = tl.maximum(m_i, tl.max(qk, 1))
+        p = tl.exp2(qk - m_new[:, None])
+        alpha = tl.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), desc_v.load([offset_y + start_n, 0]))
+        m_i = m_new
+    return acc, l_i, m_i
+
+
+@despina.jit
 def two_stage_attention(desc_q, desc_k, desc_v, out_ptr, sm_scale, N_CTX, D: tl.constexpr, BM: tl.constexpr,
                         BN: tl.constexpr):
     """Causal attention in tutorial 06's two stages: the blocks before the diagonal unmasked, then the diagonal's
     masked, both loops multiplying the same Q (one shared-memory buffer, gpuir/hoist.py)."""
     start_m, offset_y = tl.program_id(0), tl.program_id(1) * N_CTX
-    offs_m, offs_n = start_m * BM + tl.arange(0, BM), tl.arange(0, BN)
+    offs_m = start_m * BM + tl.arange(0, BM)
     q = desc_q.load([offset_y + start_m * BM, 0])
     m_i = tl.zeros([BM], dtype=tl.float32) - float("inf")
     l_i = tl.zeros([BM], dtype=tl.float32)
     acc = tl.zeros([BM, D], dtype=tl.float32)
     scale = sm_scale * 1.44269504
-    for start_n in range(0, start_m * BM, BN):
-        qk = tl.dot(q, desc_k.load([offset_y + start_n, 0]).T) * scale
-        m_new = tl.maximum(m_i, tl.max(qk, 1))
-        p = tl.exp2(qk - m_new[:, None])
-        alpha = tl.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), desc_v.load([offset_y + start_n, 0]))
-        m_i = m_new
-    for start_n in range(start_m * BM, (start_m + 1) * BM, BN):
-        qk = tl.dot(q, desc_k.load([offset_y + start_n, 0]).T) * scale
-        qk = tl.where(offs_m[:, None] >= start_n + offs_n[None, :], qk, -float("inf"))
-        m_new = tl.maximum(m_i, tl.max(qk, 1))
-        p = tl.exp2(qk - m_new[:, None])
-        alpha = tl.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), desc_v.load([offset_y + start_n, 0]))
-        m_i = m_new
+    acc, l_i, m_i = _attention_stage(acc, l_i, m_i, q, desc_k, desc_v, offset_y, 0, start_m * BM, offs_m, scale,
+                                     BN, False)
+    acc, l_i, m_i = _attention_stage(acc, l_i, m_i, q, desc_k, desc_v, offset_y, start_m * BM, (start_m + 1) * BM,
+                                     offs_m, scale, BN, True)
     rows = offset_y + offs_m
     tl.store(out_ptr + rows[:, None] * D + tl.arange(0, D)[None, :], (acc / l_i[:, None]).to(tl.float16))
 

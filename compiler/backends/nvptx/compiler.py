@@ -108,7 +108,7 @@ def compile_module(
     # A kernel whose warpgroups trade registers is assembled by ptxas as a whole program (`ptxas.py`).
     link: Link = link_cubin
     assembler = ("nvJitLink", nvjitlink_version())
-    if ptxas is not None and str(launch.get("setmaxnreg", "")).startswith("yes"):
+    if ptxas is not None and "setmaxnreg." in ptx:
         link, assembler = functools.partial(assemble, path=ptxas), ("ptxas", ptxas_version(ptxas))
     cubin, log = link(ptx, tgt.arch, f"{name}.ptx")
     # Linked again with `.minnctapersm` when that gives one more CTA per SM without spills, unless
