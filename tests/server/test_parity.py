@@ -106,7 +106,9 @@ def test_descriptor_kernels_on_sm_90a(device: Interpreter, nvptx_daemon: Daemon)
     """benchmarks/gpu.py's descriptor kernels for sm_90a as well, where TMA copies their tiles and stores their
     results (tensor maps in the metadata) and the persistent kernel's loop nest is flattened, and warp-specialized
     (its block a warpgroup more: the producer's, which gives its registers to the consumers, setmaxnreg, for its
-    ring holds the SM to one block): the daemon's cubin, tensor maps and threads are the in-process ones."""
+    ring holds the SM to one block), and the attention at 128x128 blocks linked for two blocks an SM with its P V
+    waited for where issued (nvptx/occupancy.py): the daemon's cubin, tensor maps and threads are the in-process
+    ones."""
     k: Any = benchmark_kernels.load()
     h = np.zeros((256, 256), np.float16)
     qkv = np.zeros((512, 64), np.float16)
@@ -119,6 +121,8 @@ def test_descriptor_kernels_on_sm_90a(device: Interpreter, nvptx_daemon: Daemon)
          {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_SIZE_M": 8, "NUM_SMS": 132, "WARP_SPECIALIZE": True}, 2),
         (k.attention_tma_kernel, [[128, 64], [64, 64], [64, 64], [128, 64]], (qkv,) * 4, (0.125, 256),
          {"HEAD_DIM": 64, "BLOCK_M": 128, "BLOCK_N": 64, "CAUSAL": True}, 2),
+        (k.attention_tma_kernel, [[128, 64], [128, 64], [128, 64], [128, 64]], (qkv,) * 4, (0.125, 256),
+         {"HEAD_DIM": 64, "BLOCK_M": 128, "BLOCK_N": 128, "CAUSAL": False}, 2),
     ]
     options = CompileOptions(num_warps=8, num_stages=3)
     for kernel, blocks, bases, scalars, meta, maps in cases:

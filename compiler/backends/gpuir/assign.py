@@ -55,13 +55,17 @@ Term = tuple[str, int, int]  # ("slice", axis, parent class) or ("dot", operand 
 class GpuFunction:
     """The GPU IR of a kernel: a copy of its function with `convert_layout` ops inserted and an
     encoding in the type of every tile value, the facts of axis analysis about it, and the plans of
-    its software-pipelined loops (by loop op, filled in by `pipeline.plan_pipelines`)."""
+    its software-pipelined loops (by loop op, filled in by `pipeline.plan_pipelines`). With
+    `register_a_in_flight` off, a pipelined loop's wgmma dot that takes A from registers (attention's P V) is
+    waited for where it is issued (`pipeline._async_dots`; the backend's choice for a kernel that shares the SM
+    with another CTA, `nvptx.occupancy.more_ctas`)."""
 
     fn: Function
     module_attrs: dict[str, object]
     num_warps: int
     axis: AxisAnalysis
     pipelines: dict[Op, LoopPipeline] = field(default_factory=dict)
+    register_a_in_flight: bool = True
 
     def encoding(self, v: Value) -> Encoding | None:
         """The layout of tile `v` (None for a scalar)."""

@@ -69,7 +69,9 @@ GPU_OPS: dict[str, OpDef] = {
 GPU_ATTRS: dict[str, Mapping[str, Attr]] = {
     # accelerate.plan_dot: mma.sync, wgmma or fma, and why; a wgmma dot's A read from registers
     # defer.defer_dots: where the lowering waits for a wgmma dot's group
-    "dot": {"engine": optional("str"), "operand_a": enum("registers"), "wait": enum("at use")},
+    # pipeline.plan_pipelines: why a pipelined dot of A from registers does not leave its group in flight
+    "dot": {"engine": optional("str"), "operand_a": enum("registers"), "wait": enum("at use"),
+            "in_flight": optional("str")},
     "for": {"pipeline": optional("str"),  # pipeline.plan_pipelines: the stages and ring, or why none
             "flattened": optional("str"),  # passes/flatten.py: a flattened loop nest, or why a nest is not
             "deferred": optional("str"),  # defer.defer_dots: a chain's second product deferred, or why not

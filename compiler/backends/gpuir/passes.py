@@ -38,9 +38,12 @@ def run_gpu_passes(gpu: GpuFunction, options: CompileOptions) -> GpuFunction:
     return gpu
 
 
-def build_gpuir(module: Module, options: CompileOptions, has_wgmma: bool = False) -> GpuFunction:
+def build_gpuir(module: Module, options: CompileOptions, has_wgmma: bool = False,
+                register_a_in_flight: bool = True) -> GpuFunction:
     """The GPU IR of `module`'s kernel with `options.num_warps` warps, every pass run (`module` is not
-    changed); with `has_wgmma` (an sm_90a target) the dots that fit run on wgmma."""
+    changed); with `has_wgmma` (an sm_90a target) the dots that fit run on wgmma. `register_a_in_flight`:
+    see `GpuFunction`."""
     gpu = assign_layouts(module, options.num_warps, has_wgmma)
+    gpu.register_a_in_flight = register_a_in_flight
     verify_gpuir(gpu, "assign_layouts")
     return run_gpu_passes(gpu, options)

@@ -68,6 +68,7 @@ MBARRIER_BYTES = 8
 # Pure ops that still must not run ahead: a load may read what an earlier iteration stores, and a
 # dot is no address arithmetic worth repeating.
 _NOT_AHEAD = frozenset({"load", "dot"})
+NOT_IN_FLIGHT = "no: waited where issued, the kernel sharing the SM with another CTA"
 
 
 @dataclass(frozen=True)
@@ -421,7 +422,10 @@ def _async_dots(gpu: GpuFunction, body: Block, users: dict[Value, list[Op]], rin
     - A is in registers, derived from the result of a synchronous wgmma dot earlier in the body
       (attention: P from S = Q K^T), and so is every operation that reads the carried accumulator
       (`acc * alpha`): that dot's `wait_group 0` retires this group before the next iteration
-      recomputes A or reads the accumulator, which their data dependence on its result orders."""
+      recomputes A or reads the accumulator, which their data dependence on its result orders; unless
+      `gpu.register_a_in_flight` is off: then the dot is synchronous, and its `in_flight` attribute says why.
+      In flight, its A and its accumulator hold registers while the next iteration's first product runs
+      (at d64 with 128x128 blocks on 8 warps: P's 32, O's 32 and S's 64 a thread)."""
     found: set[Op] = set()
     resets: list[tuple[Op, Op]] = []
     settles: dict[Op, list[Value]] = {}
@@ -451,9 +455,11 @@ def _async_dots(gpu: GpuFunction, body: Block, users: dict[Value, list[Op]], rin
         if through is None and any(op.operands[0] in derived and all(any(v in derived for v in u.operands)
                                                                      for u in users.get(arg, []))
                                    for derived in after):
-            found.add(op)
-        else:
-            synchronous.append(op)
+            if gpu.register_a_in_flight:
+                found.add(op)
+                continue
+            op.attrs["in_flight"] = NOT_IN_FLIGHT
+        synchronous.append(op)
     return frozenset(found), tuple(resets), tuple((k, tuple(v)) for k, v in settles.items())
 
 

@@ -23,7 +23,7 @@ from .occupancy import Link, more_ctas
 from .ptxas import assemble
 from .ptxas import version as ptxas_version
 from .sass import Stages
-from .target import PTX_VERSION, get_target
+from .target import PTX_VERSION, Target, get_target
 from .toolkit import LIBDEVICE_PREFIX, find_libdevice, find_ptxas
 
 
@@ -49,6 +49,52 @@ class NvptxKernel:
 
 def _isolate_default() -> bool:
     return os.environ.get("DESPINA_LLVM_ISOLATE", "1") not in ("0", "false", "no")
+
+
+@dataclass
+class _Emitted:
+    """The kernel lowered to PTX once: its GPU IR (with the source lines of its lines), optimized LLVM IR,
+    PTX, bytes of dynamic shared memory and launch metadata (`lower.lower`), and whether a pipelined
+    loop leaves a product that takes A from registers in flight (`gpuir.GpuFunction.register_a_in_flight`)."""
+
+    gpuir: str
+    gpuir_locs: list[Any]
+    llir: str
+    ptx: str
+    shared: int
+    launch: dict[str, Any]
+    register_a_in_flight: bool
+
+
+def _emit(module: Module, options: CompileOptions, tgt: Target, whole_program: bool, line_info: bool,
+          use_worker: bool, register_a_in_flight: bool = True) -> _Emitted:
+    name = module.kernel.name
+    gpu = build_gpuir(module, options, tgt.has("wgmma"), register_a_in_flight)
+    gpuir, gpuir_locs = print_gpuir_with_locs(gpu)
+    llmodule, shared, launch = lower(gpu, tgt, line_info, options.enable_fp_fusion, options.maxnreg, whole_program)
+    if shared > tgt.max_shared:
+        raise BackendError(
+            f"the kernel needs {shared} bytes of shared memory with num_warps={options.num_warps}, "
+            f"num_stages={options.num_stages}; {tgt.arch} allows at most {tgt.max_shared} a block: use fewer "
+            "num_stages or smaller blocks",
+            name,
+            module.kernel.loc,
+        )
+    raw = str(llmodule)
+    libdevice = find_libdevice() if any(n.startswith(LIBDEVICE_PREFIX) for n in llmodule.globals) else None
+    optimized, ptx = (emit_ptx_isolated if use_worker else emit_ptx)(raw, tgt.arch, libdevice=libdevice)
+    missing = unresolved_intrinsics(ptx)
+    if missing:
+        raise BackendError(
+            f"the PTX still calls {', '.join(missing)}: LLVM's NVPTX backend cannot lower these "
+            "on its own; the op that produced them needs a lowering rule (or libdevice, from nvidia-nvvm)",
+            name,
+        )
+    if libdevice is not None:
+        launch = {**launch, "libdevice": libdevice}
+    in_flight = any(op.attrs.get("operand_a") == "registers" for plan in gpu.pipelines.values()
+                    for op in plan.async_dots)
+    return _Emitted(gpuir, gpuir_locs, optimized, ptx, shared, launch, in_flight)
 
 
 def compile_module(
@@ -79,42 +125,34 @@ def compile_module(
         raise TypeError(f"compile_module takes options or the options' fields as keywords, not both: {sorted(values)}")
     else:
         options.check(name)
-    num_warps, num_stages = options.num_warps, options.num_stages
+    ptxas = find_ptxas() if tgt.has("setmaxnreg") else None
+    use_worker = _isolate_default() if isolate is None else isolate
     asm = Stages()
     asm["ir"], ir_locs = print_module_with_locs(module)
-    gpu = build_gpuir(module, options, tgt.has("wgmma"))
-    asm["gpuir"], gpuir_locs = print_gpuir_with_locs(gpu)
-    ptxas = find_ptxas() if tgt.has("setmaxnreg") else None
-    llmodule, shared, launch = lower(gpu, tgt, line_info, options.enable_fp_fusion, options.maxnreg, ptxas is not None)
-    if shared > tgt.max_shared:
-        raise BackendError(
-            f"the kernel needs {shared} bytes of shared memory with num_warps={num_warps}, num_stages={num_stages}; "
-            f"{tgt.arch} allows at most {tgt.max_shared} a block: use fewer num_stages or smaller blocks",
-            name,
-            module.kernel.loc,
-        )
-    raw = str(llmodule)
-    libdevice = find_libdevice() if any(n.startswith(LIBDEVICE_PREFIX) for n in llmodule.globals) else None
-    use_worker = _isolate_default() if isolate is None else isolate
-    optimized, ptx = (emit_ptx_isolated if use_worker else emit_ptx)(raw, tgt.arch, libdevice=libdevice)
-    asm["llir"], asm["ptx"] = optimized, ptx
-    missing = unresolved_intrinsics(ptx)
-    if missing:
-        raise BackendError(
-            f"the PTX still calls {', '.join(missing)}: LLVM's NVPTX backend cannot lower these "
-            "on its own; the op that produced them needs a lowering rule (or libdevice, from nvidia-nvvm)",
-            name,
-        )
+    first = _emit(module, options, tgt, ptxas is not None, line_info, use_worker)
     # A kernel whose warpgroups trade registers is assembled by ptxas as a whole program (`ptxas.py`).
     link: Link = link_cubin
     assembler = ("nvJitLink", nvjitlink_version())
-    if ptxas is not None and "setmaxnreg." in ptx:
+    if ptxas is not None and "setmaxnreg." in first.ptx:
         link, assembler = functools.partial(assemble, path=ptxas), ("ptxas", ptxas_version(ptxas))
-    cubin, log = link(ptx, tgt.arch, f"{name}.ptx")
+    cubin, log = link(first.ptx, tgt.arch, f"{name}.ptx")
+    chosen, ptx = first, first.ptx
     # Linked again with `.minnctapersm` when that gives one more CTA per SM without spills, unless
-    # the caller chose the register budget (maxnreg).
+    # the caller chose the register budget (maxnreg); a kernel that then shares the SM waits for its
+    # register-A products where it issues them (`occupancy.more_ctas`).
     if options.maxnreg is None:
-        ptx, cubin, log = more_ctas(ptx, cubin, log, tgt, name, launch["num_threads"], shared, link)
+        beside: list[_Emitted] = []
+
+        def sharing() -> str:
+            beside.append(_emit(module, options, tgt, ptxas is not None, line_info, use_worker, False))
+            return beside[0].ptx
+
+        ptx, cubin, log = more_ctas(first.ptx, cubin, log, tgt, name, first.launch["num_threads"], first.shared, link,
+                                    sharing if first.register_a_in_flight else None)
+        if beside and ptx is not first.ptx:
+            chosen = beside[0]
+    asm["gpuir"], asm["llir"] = chosen.gpuir, chosen.llir
+    gpuir_locs, optimized, shared, launch = chosen.gpuir_locs, chosen.llir, chosen.shared, chosen.launch
     asm["ptx"] = ptx
     asm["cubin"] = cubin
     asm["lines"] = json.dumps(line_table(module, ir_locs, gpuir_locs, optimized, str(asm["ptx"])))
@@ -137,6 +175,4 @@ def compile_module(
         "ptxas_warnings": ptxas_warnings(log),
     }
     metadata.update(launch)  # `prints`, `asserts`, `num_threads`: what a launch must do, and with how many threads
-    if libdevice is not None:
-        metadata["libdevice"] = libdevice
     return NvptxKernel(name, asm, metadata)

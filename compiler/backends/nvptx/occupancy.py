@@ -16,6 +16,15 @@ and that cubin is kept if ptxas did it without spilling; else the first stays. T
 Threads and shared memory must allow the extra CTA. Where ptxas cannot fit an instruction in the
 budget at all (a wgmma whose accumulator alone takes 128 registers: "C7602 Insufficient registers"),
 the link fails and the first cubin stays.
+
+A kernel whose pipelined loop leaves a product of A from registers in flight into the next iteration
+(attention's P V, `gpuir.pipeline`) is hinted as it runs beside another CTA: with that product waited for
+where it is issued (`sharing`). In flight, P and the accumulator hold registers while the next S is
+computed, 128 a thread at d64 with 128x128 blocks on 8 warps, the whole budget of two such CTAs; ptxas fit
+that kernel in 123 registers, serialized every wgmma on some runs (C7511: one wait after each) and ran it at
+401-409 TFLOP/s on an H100, where waited for where issued it took 127, no finding, and ran 412-421 (causal:
+335-336 either way). Beside another CTA, whose products fill the tensor cores meanwhile, the wait costs
+nothing measurable. A kernel that keeps the SM to itself keeps the product in flight.
 """
 
 from __future__ import annotations
@@ -70,14 +79,16 @@ def with_min_ctas(ptx: str, ctas: int) -> str | None:
 
 
 def more_ctas(
-    ptx: str, cubin: bytes, log: str, target: Target, name: str, threads: int, shared: int, link: Link = link_cubin
+    ptx: str, cubin: bytes, log: str, target: Target, name: str, threads: int, shared: int, link: Link = link_cubin,
+    sharing: Callable[[], str] | None = None,
 ) -> tuple[str, bytes, str]:
     """(PTX, cubin, info log) of kernel `name`, given `ptx` linked as it is (`cubin`, `log`):
-    those, or `ptx` with `.minnctapersm` linked by `link` when that gives one more CTA per SM
-    without spills (see the module docstring)."""
+    those, or the kernel with `.minnctapersm` linked by `link` when that gives one more CTA per SM
+    without spills (see the module docstring). The hinted kernel is `ptx`, or what `sharing` makes: the
+    kernel as it runs beside another CTA, in no more shared memory than `shared`."""
     first = parse_info_log(log, name)
     wanted = hinted_ctas(target, first.registers, threads, shared)
-    hinted = None if wanted is None else with_min_ctas(ptx, wanted)
+    hinted = None if wanted is None else with_min_ctas(ptx if sharing is None else sharing(), wanted)
     if wanted is None or hinted is None:
         return ptx, cubin, log
     try:

@@ -281,3 +281,29 @@ def test_hinted_link_that_fails_is_not_kept() -> None:
     first_log = "Function properties for k\n0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\nUsed 168 registers"
     text = ".visible .entry k()\n.maxntid 256\n{\n}\n"
     assert more_ctas(text, b"first", first_log, get_target("sm_90a"), "k", 256, 0, link) == (text, b"first", first_log)
+
+
+def test_the_hint_is_tried_on_the_kernel_as_it_runs_beside_another_cta() -> None:
+    """Given `sharing` (a kernel whose register-A product would stay in flight), the PTX linked with the hint is
+    what `sharing` makes, made only when a hint is tried; kept as any hinted link is, else the first stays."""
+    made: list[str] = []
+    linked: list[str] = []
+    text = ".visible .entry k()\n.maxntid 256\n{\n}\n"
+    beside = ".visible .entry k()\n.maxntid 256\n{\n// waited where issued\n}\n"
+
+    def sharing() -> str:
+        made.append(beside)
+        return beside
+
+    def link(ptx: str, arch: str, name: str) -> tuple[bytes, str]:
+        linked.append(ptx)
+        return b"hinted", "Function properties for k\n0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\nUsed 127 registers"
+
+    first_log = "Function properties for k\n0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\nUsed 158 registers"
+    sm90a = get_target("sm_90a")
+    ptx, cubin, _ = more_ctas(text, b"first", first_log, sm90a, "k", 256, 0, link, sharing)
+    assert (ptx, cubin) == (beside.replace(".maxntid 256\n", ".maxntid 256\n.minnctapersm 2\n"), b"hinted")
+    assert linked == [ptx] and made == [beside]
+    two_ctas = "Function properties for k\n0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\nUsed 107 registers"
+    assert more_ctas(text, b"first", two_ctas, sm90a, "k", 256, 0, link, sharing) == (text, b"first", two_ctas)
+    assert made == [beside]  # no hint tried: nothing made

@@ -188,15 +188,15 @@ def test_the_landing_layout_is_the_hardware_swizzle(block: tuple[int, int], item
             assert inv.apply(dim0=r, dim1=col)[0] * itemsize == want, (r, col)
 
 
-def attention_tma(head_dim: int, causal: bool, tmp_path: Any, ws: bool = False) -> Any:
+def attention_tma(head_dim: int, causal: bool, tmp_path: Any, ws: bool = False, block_n: int = 64) -> Any:
     """benchmarks/kernels.py's attention_tma_kernel for sm_90a, as a launch on host descriptors of (2 * 256,
-    head_dim) tensors specializes it (128x64 blocks, 8 warps, 3 stages)."""
+    head_dim) tensors specializes it (128 x `block_n` blocks, 8 warps, 3 stages)."""
     kernel = benchmark_kernels.load(tmp_path).attention_tma_kernel
     n_ctx = 256
     qkv = np.zeros((2 * n_ctx, head_dim), np.float16)
-    descs = [TensorDescriptor.from_tensor(qkv, [rows, head_dim]) for rows in (128, 64, 64, 128)]
+    descs = [TensorDescriptor.from_tensor(qkv, [rows, head_dim]) for rows in (128, block_n, block_n, 128)]
     options = kernel.options({"num_warps": 8, "num_stages": 3}, interpret=False)
-    consts = {"HEAD_DIM": head_dim, "BLOCK_M": 128, "BLOCK_N": 64, "CAUSAL": causal, "WARP_SPECIALIZE": ws}
+    consts = {"HEAD_DIM": head_dim, "BLOCK_M": 128, "BLOCK_N": block_n, "CAUSAL": causal, "WARP_SPECIALIZE": ws}
     bound = kernel.bind((*descs, 0.125, n_ctx), consts)
     return kernels.local(kernel.ir(kernel.specialize(bound, options), options), options, "sm_90a")[0]
 
@@ -215,6 +215,23 @@ def test_attention_through_descriptors_keeps_the_scores_in_the_mma_layout(causal
     assert 'deferred = "no: the loop is not warp-specialized' in loop
     assert not re.search(r"convert_layout\(.*xfp32>", loop)
     assert k.metadata["spill_stores"] == 0
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_beside_a_second_cta_p_v_is_waited_for_where_issued(causal: bool, tmp_path: Any) -> None:
+    """At d64 with 128x128 blocks the kernel fits two CTAs an SM in 128 registers (`.minnctapersm 2`), and is
+    linked so with P V waited for where it is issued (nvptx/occupancy.py): in flight into the next iteration,
+    P's and O's registers beside the next S took the whole budget, and ptxas serialized every wgmma (C7511,
+    nvJitLink 13.5 here, some runs of 13.0 on an H100), which ran 2-4% slower there."""
+    k = attention_tma(64, causal, tmp_path, block_n=128)
+    gpuir, ptx = k.asm["gpuir"], k.asm["ptx"]
+    assert ".minnctapersm 2" in ptx and k.metadata["registers"] <= 128
+    loop = gpuir[gpuir.index("= for(") : gpuir.index("\n  ) :", gpuir.index("= for("))]
+    assert "2 loads by TMA" in loop and "group in flight" not in loop
+    assert re.findall(r'engine = "([^"]*)".*in_flight = "([^"]*)"', loop) == [
+        ("wgmma.m64n64k16, A in registers", "no: waited where issued, the kernel sharing the SM with another CTA")]
+    assert set(re.findall(r"wgmma\.wait_group\.sync\.aligned (\d);", loop_with(ptx, "wgmma.mma_async"))) == {"0"}
+    assert k.metadata["ptxas_warnings"] == [] and k.metadata["spill_stores"] == 0
 
 
 @pytest.mark.parametrize("head_dim", [64, 128])
