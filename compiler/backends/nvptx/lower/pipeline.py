@@ -44,7 +44,9 @@ TFLOP/s at 128x128 blocks, 393.5 -> 403.4 at 128x64; causal 354.2 -> 371.4 and 3
 persistent matmul the same. Handing the slots back through an empty mbarrier each instead (every thread
 arriving once its wait retired the group that read the slot, the thread that copies waiting for it) did not
 keep that gain: 107 -> 118 registers at d64 128x64 (0.96-0.98x the barrier's speed), d128 0.97-1.04x, and the
-d64 causal loop at 128x128 no longer fit two CTAs an SM in 128 registers with the H100 host's ptxas (0.81x).
+d64 causal loop at 128x128 no longer fit two CTAs an SM in 128 registers with the H100 host's ptxas (0.81x);
+a warp's first lane arriving for the warp left the causal loops' registers as high (118 and 167 with
+nvJitLink 13.5).
 A flattened loop nest's asynchronous dots (`passes/flatten.py`) restart their
 accumulator on a tile's first K step through scale-d, and its epilogue's branch waits for their group.
 
