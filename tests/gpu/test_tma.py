@@ -111,6 +111,21 @@ def test_descriptor_matmul_matches_torch(hopper: Any, case: tuple[Any, ...]) -> 
     torch.testing.assert_close(c.double(), want, rtol=tol, atol=tol * max(k, 1) ** 0.5)
 
 
+@pytest.mark.parametrize(("block", "stages"), [((128, 128, 64), 2), ((128, 128, 64), 3), ((128, 128, 64), 4),
+                                               ((128, 256, 64), 3)])
+def test_every_trip_count_hands_the_slots_over(hopper: Any, block: tuple[int, int, int], stages: int) -> None:
+    """Loops of 1 to stages + 4 iterations, their slots given back on named barriers (lower/pipeline.py: the
+    other warps arrive for a slot that is copied into again, the copying warp waits before it copies into a
+    slot an iteration has read), with a spare slot (2 and 4 stages, and 128x256) and without (128x128 with 3
+    stages, which keeps room for two blocks an SM): a warp arriving once too often or the copying warp waiting
+    once too few would hang or overwrite a slot in use."""
+    torch = hopper
+    for trips in range(1, stages + 5):
+        case = ("fp16", (256, 256, block[2] * trips), block, 8, stages, True)
+        a, b, c = _run(torch, case)
+        torch.testing.assert_close(c.double(), a.double() @ b.double(), rtol=1e-2, atol=1e-2 * (block[2] * trips) ** 0.5)
+
+
 @pytest.mark.parametrize("stages", [1, 3])
 def test_index_valued_tiles_read_exactly(hopper: Any, stages: int) -> None:
     """A's rows, then its columns, as values (exact in fp16) times the identity: a block of two atoms a row

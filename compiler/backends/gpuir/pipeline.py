@@ -22,7 +22,7 @@ loop-carried copies of the values they carry.
 The number of stages is the loop's own (`tl.range(..., num_stages=n)`), else the kernel's
 `num_stages` option; 1 turns pipelining off.
 
-Each slot is handed over between the copies and the threads that read it in one of two ways (the
+Each slot is handed over between the copies and the threads that read it in one of three ways (the
 `handoff`, in the loop's `pipeline` attribute):
 - *mbarriers* (mma.sync dots): a full and an empty barrier per slot; each thread waits only for the
   slot it reads next and the one it writes next, so warps drift apart by up to an iteration. On an
@@ -33,6 +33,13 @@ Each slot is handed over between the copies and the threads that read it in one 
   0.99-1.13x to 0.94-1.04x Triton (d64 and the matmul unchanged); making the two warpgroups take
   turns at the tensor cores (named barriers around each dot, as FlashAttention-3 does) did not help
   either (0.87-1.06x).
+- *named* (every load copied by TMA, so every reader is a wgmma dot): each thread waits for the slot's
+  full mbarrier; slots are given back on named barriers, on which only the warp that copies waits, so
+  the warpgroups meet at no CTA barrier ("slots given back on named barriers"; `lower/pipeline.py` has
+  the protocol and the H100 figures: the descriptor attention 2-8% faster). Not where the body takes
+  shared scratch (a flattened nest's epilogue, converting its accumulator through shared memory): it
+  meets a CTA barrier every iteration for that anyway, and tutorial 09's persistent matmul ran 1-2.4%
+  slower named.
 
 Operands of wgmma dots (`Mma(version=3)`) are stored in swizzle atoms (`SwizzledShared.atoms`), which
 the instruction reads in place through descriptors, in a ring aligned to 1024 bytes. A wgmma dot
@@ -41,8 +48,9 @@ for all but its latest group (`wgmma.wait_group 1`), so that its multiplications
 iteration's. The slot its copies then overwrite may still be read by the group in flight: either
 the ring has a slot more than stages (the copies go to the slot of two iterations back, retired
 before the iteration's barrier), or the copies wait behind a second barrier, after every
-warpgroup's wait has retired the previous group. The spare slot is taken unless it would cost the
-second block per SM that the ring without it leaves room for.
+warpgroup's wait has retired the previous group (the "named" handoff: until every warp has given that
+slot back). The spare slot is taken unless it would cost the second block per SM that the ring without
+it leaves room for.
 """
 
 from __future__ import annotations
@@ -100,7 +108,7 @@ class LoopPipeline:
     wgmma: bool = False  # some load feeds a wgmma dot (atoms, the ring aligned to 1024 bytes)
     async_dots: frozenset[Op] = frozenset()  # the wgmma dots that leave one group in flight
     spare_slot: bool = False  # asynchronous dots' ring has a slot more (else a second barrier)
-    handoff: str = "barrier"  # how slots pass between copies and readers: "barrier" or "mbarriers"
+    handoff: str = "barrier"  # how slots pass between copies and readers: "barrier", "mbarriers" or "named"
     # A flattened loop nest's asynchronous dots (passes/flatten.py): the select that starts a dot's
     # accumulator again at zero on a tile's first K step (its scale-d then), and the epilogue `if` whose
     # branch that reads the accumulators waits for their groups first.
@@ -333,9 +341,12 @@ def plan_loop(gpu: GpuFunction, loop: Op, num_stages: int, users: dict[Value, li
                                      else (frozenset(), (), ()))
     slot_bytes = sum(a.slot_bytes for a in loads)
     tma = any(a.tma is not None for a in loads)
+    scratch = _body_scratch(gpu, body)
+    # A body that takes shared scratch (a flattened nest's epilogue) meets a CTA barrier every iteration anyway.
+    handoff = ("named" if all(a.tma is not None for a in loads) and not scratch else "barrier" if wgmma or tma
+               else "mbarriers")
     return LoopPipeline(stages, tuple(loads), order, tuple(sorted(carried)), frozenset(current), wgmma, asynchronous,
-                        _spare_slot(stages, slot_bytes, _body_scratch(gpu, body)), "barrier" if wgmma or tma
-                        else "mbarriers", resets, settles)
+                        _spare_slot(stages, slot_bytes, scratch), handoff, resets, settles)
 
 
 def _body_scratch(gpu: GpuFunction, body: Block) -> int:
@@ -493,8 +504,10 @@ def describe(plan: LoopPipeline) -> str:
     if plan.producer is not None:
         handoff = ", slots handed over by mbarriers to and from the producer"
     else:
-        handoff = ((", copies after a second barrier" if plan.async_dots and not plan.spare_slot else "")
-                   + (", slots handed over by mbarriers" if plan.handoff == "mbarriers" else ""))
+        handoff = ((", copies after a second barrier" if plan.async_dots and not plan.spare_slot
+                    and plan.handoff == "barrier" else "")
+                   + (", slots handed over by mbarriers" if plan.handoff == "mbarriers" else "")
+                   + (", slots given back on named barriers" if plan.handoff == "named" else ""))
     return (f"{plan.stages} stages, {' and '.join(by)}, ring of {plan.ring_bytes()} bytes"
             + (f" in {plan.slots} slots, wgmma waits with 1 group in flight" if plan.async_dots else "") + handoff)
 

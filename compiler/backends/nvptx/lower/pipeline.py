@@ -18,6 +18,11 @@ How a slot is taken and given back is the plan's `handoff`:
 - "barrier" (wgmma dots): `cp.async.wait_group S-2` and a CTA barrier at the top of each iteration.
   The barrier makes every thread's copies of iteration i visible and is after every thread's reads
   of slot i-1, which the new copies overwrite.
+- "named" (every load copied by TMA, every reader a wgmma dot): a thread takes slot i by waiting for its
+  full mbarrier; slot s is given back on named barrier 1 + s, where every warp but the first arrives
+  without waiting once its wait has retired the group that read it, and the first warp waits before
+  thread 0 copies into a slot an iteration has read (`_Named`). No CTA barrier runs in the loop, and
+  only the copying warp ever waits for the others.
 
 A wait on an mbarrier names a phase by its parity: the n-th use of a slot (from 0) is its phase n;
 a wait for the use before the first returns at once (parity 1 of a barrier in phase 0), which is
@@ -36,17 +41,19 @@ Triton's mma.sync path on an H100 (128x128x64 and 128x256x64, 8 warps, 3 stages)
 Descriptor loads that TMA copies (`tma.py`) are issued by thread 0 alone, for an iteration of the loop
 (none past its end), as one `mbarrier.arrive.expect_tx` of the stage's bytes on the slot's full
 barrier and the copies that complete it; the ahead ops that only give them their coordinates run in
-that thread's branch. Their loops take the "barrier" handoff, each thread also waiting on the slot's
-full barrier (the phase bit carried with the slot), which is set up before the prologue and returned
-after the loop. That CTA barrier at the top of every iteration costs the descriptor attention some speed:
-without it (unsafely: an upper bound) d64 ran 2.5-5% faster on an H100 (8 warps, 3 stages: 429.7 -> 450.7
-TFLOP/s at 128x128 blocks, 393.5 -> 403.4 at 128x64; causal 354.2 -> 371.4 and 322.8 -> 337.3), tutorial 09's
-persistent matmul the same. Handing the slots back through an empty mbarrier each instead (every thread
-arriving once its wait retired the group that read the slot, the thread that copies waiting for it) did not
-keep that gain: 107 -> 118 registers at d64 128x64 (0.96-0.98x the barrier's speed), d128 0.97-1.04x, and the
-d64 causal loop at 128x128 no longer fit two CTAs an SM in 128 registers with the H100 host's ptxas (0.81x);
-a warp's first lane arriving for the warp left the causal loops' registers as high (118 and 167 with
-nvJitLink 13.5).
+that thread's branch. Their loops take the "named" handoff (the "barrier" one where cp.async copies some
+load too, each thread also waiting on the slot's full barrier, the phase bit carried with the slot), the
+full barriers set up before the prologue and returned after the loop. With a CTA barrier at the top of
+every iteration instead, the descriptor attention (8 warps) ran 2-8% slower on an H100: named, (4,32,2048,64)
+at 128x128 blocks and 3 stages 420.7 -> 444.2 TFLOP/s (causal 352.7 -> 364.0), at 128x64 391.1 -> 399.6
+(319.6 -> 327.4); (4,32,4096,128) at 128x64 464.3 -> 498.4 (410.6 -> 444.5), at 128x128 and 2 stages 450
+either way (397.0 -> 409.8). A body that takes shared scratch keeps the barrier (`gpuir.pipeline`): tutorial
+09's persistent matmul, whose epilogue's scratch then took a CTA barrier at the end of every iteration
+besides the named ones, ran 1-2.4% slower named (0.953-0.992x Triton against 0.976-1.016x). The barrier removed outright
+(unsafely: an upper bound) gave d64 about the same (429.7 -> 450.7 at 128x128). Handing slots back through
+an empty mbarrier each (every thread or every warp's first lane arriving, thread 0 waiting for it) kept less
+of it: 107 -> 118 registers at d64 128x64 (0.96-0.98x the barrier's speed), and the d64 causal loop at
+128x128 no longer fit two CTAs an SM in 128 registers (0.81x).
 A flattened loop nest's asynchronous dots (`passes/flatten.py`) restart their
 accumulator on a tile's first K step through scale-d, and its epilogue's branch waits for their group.
 
@@ -290,6 +297,45 @@ class _Handoff:
             mbarrier.invalidate(self.ctx, self._tma_barriers())
 
 
+class _Named(_Handoff):
+    """TMA copies into the ring and every reader a wgmma dot (the "named" handoff): a thread takes a slot by
+    waiting for its full mbarrier, and no CTA barrier runs in the loop. Slot s is given back on named barrier
+    1 + s: each warp but the first arrives on it (`bar.arrive`, which does not wait) once its wait has retired
+    the group that read the slot and the slot is to be copied into again; the first warp, whose thread 0
+    issues the copies, waits on it (`bar.sync`) before the copies into a slot that an iteration has read. So
+    only the copying warp ever waits for the others. A warp gives slot s back again only after reading the
+    copies made into it after that wait: no barrier sees two arrivals of a warp in one phase."""
+
+    def take(self, slot: ir.Value, phase: ir.Value) -> None:
+        mbarrier.wait(self.ctx, mbarrier.in_ring(self.ctx, self.offset, slot), phase)
+
+    def _named(self, op: str, slot: ir.Value) -> None:
+        ctx = self.ctx
+        ctx.asm(void, f"barrier.cta.{op}.aligned $0, $1;", "r,r",
+                [ctx.b.add(slot, const(i32, 1)), const(i32, ctx.num_threads)], side_effect=True)
+
+    def give_back_named(self, slot: ir.Value, first: ir.Value, refilled: ir.Value) -> None:
+        """Every warp but the first arrives for the slot its wait retired (this iteration's, or where a group
+        outlives its iteration the previous one's: none in the `first` iteration), if it is `refilled`."""
+        b = self.ctx.b
+        others = b.icmp_unsigned(">=", self.ctx.tid, const(i32, 32))
+        if not self.plan.async_dots:
+            with b.if_then(b.and_(others, refilled)):
+                self._named("arrive", slot)
+            return
+        previous = b.select(b.icmp_unsigned("==", slot, const(i32, 0)), const(i32, self.plan.slots - 1),
+                            b.sub(slot, const(i32, 1)))
+        with b.if_then(b.and_(b.and_(others, b.not_(first)), refilled)):
+            self._named("arrive", previous)
+
+    def acquire(self, write: ir.Value, read_before: ir.Value) -> None:
+        """The first warp waits until every other warp has given back slot `write`, where an iteration has
+        read it (`read_before`) and copies go into it now."""
+        b = self.ctx.b
+        with b.if_then(b.and_(b.icmp_unsigned("<", self.ctx.tid, const(i32, 32)), read_before)):
+            self._named("sync", write)
+
+
 class _FullAndEmpty(_Handoff):
     """Slots handed over by a full and an empty mbarrier each, after the slots in the ring's buffer (the full
     ones, then the empty ones); a reader takes a slot by waiting for its full barrier."""
@@ -384,8 +430,8 @@ def pipelined_for(ctx: Lowering, op: Op, args: list[Regs], plan: LoopPipeline) -
         if plan.wgmma:
             align_smem(ctx)
         pipe = _Pipeline(ctx, op, plan, ring)
-        hand = (_Specialized if specialized else _Mbarriers if plan.handoff == "mbarriers" else _Handoff)(
-            ctx, plan, pipe.barriers)
+        hand = (_Specialized if specialized else _Mbarriers if plan.handoff == "mbarriers"
+                else _Named if plan.handoff == "named" else _Handoff)(ctx, plan, pipe.barriers)
         hand.start()
         ahead: dict[int, Regs] = {}
         if isinstance(hand, _Specialized):
@@ -405,10 +451,19 @@ def pipelined_for(ctx: Lowering, op: Op, args: list[Regs], plan: LoopPipeline) -
         hand.take(slot, phase)
         write = _write_slot(ctx, plan, slot)
         yields = pipe.iteration(iv, [list(r) for r in carried], slot)
-        hand.give_back(slot, phase, write, b.icmp_unsigned("==", iv, lo))
+        first = b.icmp_unsigned("==", iv, lo)
+        iv_ahead = b.add(iv, b.mul(step, const(lo.type, stages - 1)))
+        if isinstance(hand, _Named):
+            # The slot given back here is copied into this iteration (a group in flight, no spare slot) or the
+            # next; the slot copied into now was read by an iteration from the (slots - stages + 1)-th on.
+            same = plan.async_dots and slots == stages
+            hand.give_back_named(slot, first, less(ctx, pipe.signed, iv_ahead if same else b.add(iv_ahead, step), hi))
+            hand.acquire(write, b.and_(b.not_(less(ctx, pipe.signed, iv, b.add(lo, b.mul(
+                step, const(lo.type, slots - stages + 1))))), less(ctx, pipe.signed, iv_ahead, hi)))
+        else:
+            hand.give_back(slot, phase, write, first)
         next_ahead: dict[int, Regs] = {}
         if not specialized:
-            iv_ahead = b.add(iv, b.mul(step, const(lo.type, stages - 1)))
             next_ahead = pipe.issue(iv_ahead, hi, dict(zip(plan.carried, map(list, ahead_phis))), write)
             hand.landing(write)
         ctx.loop_body_end()

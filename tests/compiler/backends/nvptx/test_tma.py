@@ -85,6 +85,7 @@ def tutorial() -> Any:
 def test_the_loop_copies_both_operands_by_tma(tutorial: Any) -> None:
     gpuir = tutorial.asm["gpuir"]
     assert "3 stages, 2 loads by TMA, ring of 98328 bytes" in gpuir
+    assert "slots given back on named barriers" in gpuir
     assert tma_attrs(tutorial) == ["0", "1"]
     assert gpuir.count("TMA copies of 16384 bytes into swizzled_shared<vec=8, perPhase=1, maxPhase=8, order=[1, 0], "
                        "block=64>") == 2
@@ -94,11 +95,15 @@ def test_the_ptx_takes_the_maps_and_copies_with_tma(tutorial: Any) -> None:
     ptx = tutorial.asm["ptx"]
     assert len(re.findall(r"\.param \.align 64 \.b8 desc_matmul_param_\d+\[128\]", ptx)) == 2
     assert "cp.async.cg" not in ptx and "cp.async.ca" not in ptx and "cp.async.wait_group" not in ptx
-    body = ptx[ptx.index("mbarrier.try_wait.parity") : ptx.index("wgmma.wait_group.sync.aligned 0")]
-    # Each iteration: wait for the slot's copies, a CTA barrier, the dots, then one thread's copies of two
-    # atoms (B: 64 x 128 is two 64-column boxes) and one of A, after one expect_tx on the slot's barrier.
+    body = loop_with(ptx, "wgmma.mma_async")
+    # Each iteration: wait for the slot's copies, the dots, the other warps' arrival on the named barrier of the
+    # slot whose group their wait retired, the first warp's wait on the named barrier of the slot it copies
+    # into, then one thread's copies of two atoms (B: 64 x 128 is two 64-column boxes) and one of A, after one
+    # expect_tx on the slot's full barrier. No CTA barrier.
     assert body.count("mbarrier.try_wait.parity") == 1
+    assert body.count("barrier.cta.arrive.aligned") == 1 and body.count("barrier.cta.sync.aligned") == 1
     assert body.count("mbarrier.arrive.expect_tx") == 1
+    assert "bar.sync" not in body
     assert body.count("cp.async.bulk.tensor.2d.shared::cta.global.tile.mbarrier::complete_tx::bytes") == 3
     assert body.count("wgmma.mma_async") == 4  # a warpgroup's 64 x 128 rows: m64n128k16 over K = 64
 
@@ -211,6 +216,7 @@ def test_attention_through_descriptors_keeps_the_scores_in_the_mma_layout(causal
     gpuir = k.asm["gpuir"]
     loop = gpuir[gpuir.index("= for(") : gpuir.index("\n  ) :", gpuir.index("= for("))]
     assert "2 loads by TMA" in loop and "wgmma waits with 1 group in flight" in loop
+    assert "slots given back on named barriers" in loop and "bar.sync" not in loop_with(k.asm["ptx"], "wgmma.mma")
     assert "A in registers" in loop
     assert 'deferred = "no: the loop is not warp-specialized' in loop
     assert not re.search(r"convert_layout\(.*xfp32>", loop)
@@ -311,14 +317,16 @@ def test_a_flattened_persistent_loop_keeps_its_group_in_flight_and_waits_in_the_
     """One pipelined loop over every (tile, K step): a tile's first K step starts the accumulator at zero
     through scale-d (no select of registers in flight), the epilogue's branch waits for the group before
     it reads the accumulator, and the other iterations leave it in flight; the nest as written stays for
-    an inner loop of no iteration. The spare slot is not taken: the epilogue's conversion needs the room."""
+    an inner loop of no iteration. The spare slot is not taken: the epilogue's conversion needs the room. Its
+    scratch meets a CTA barrier every iteration, so the slots are handed over with CTA barriers too, not named
+    ones (gpuir/pipeline.py)."""
     sig = "*fp16:16,*fp16:16,*fp16:16,i32,i32,i32:16"
     consts = {"BM": 128, "BN": 256, "BK": 64, "PROGRAMS": 132}
     k = despina.compile(persistent_matmul, sig, {**consts, "FLATTEN": True}, num_warps=8, num_stages=3, target="sm_90a")
     loops = [line for line in k.asm["gpuir"].splitlines() if "= for(" in line or " for(" in line]
     fused = next(line for line in loops if 'flattened = "yes' in line)
     assert "2 loads by TMA" in fused and "wgmma waits with 1 group in flight" in fused
-    assert "copies after a second barrier" in fused and "in 4 slots" not in fused
+    assert "copies after a second barrier" in fused and "in 4 slots" not in fused and "named" not in fused
     assert any('flattened = "no: its inner loop runs no iteration' in line for line in loops)
     ptx = k.asm["ptx"]
     assert ptx.count("wgmma.wait_group.sync.aligned 1;") == 2  # the fused loop and the nest's inner loop
