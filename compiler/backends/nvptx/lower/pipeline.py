@@ -47,15 +47,15 @@ full barriers set up before the prologue and returned after the loop. With a CTA
 every iteration instead, the descriptor attention (8 warps) ran 2-8% slower on an H100: named, (4,32,2048,64)
 at 128x128 blocks and 3 stages 420.7 -> 444.2 TFLOP/s (causal 352.7 -> 364.0), at 128x64 391.1 -> 399.6
 (319.6 -> 327.4); (4,32,4096,128) at 128x64 464.3 -> 498.4 (410.6 -> 444.5), at 128x128 and 2 stages 450
-either way (397.0 -> 409.8). A body that takes shared scratch keeps the barrier (`gpuir.pipeline`): tutorial
-09's persistent matmul, whose epilogue's scratch then took a CTA barrier at the end of every iteration
-besides the named ones, ran 1-2.4% slower named (0.953-0.992x Triton against 0.976-1.016x). The barrier removed outright
-(unsafely: an upper bound) gave d64 about the same (429.7 -> 450.7 at 128x128). Handing slots back through
-an empty mbarrier each (every thread or every warp's first lane arriving, thread 0 waiting for it) kept less
-of it: 107 -> 118 registers at d64 128x64 (0.96-0.98x the barrier's speed), and the d64 causal loop at
-128x128 no longer fit two CTAs an SM in 128 registers (0.81x).
-A flattened loop nest's asynchronous dots (`passes/flatten.py`) restart their
-accumulator on a tile's first K step through scale-d, and its epilogue's branch waits for their group.
+either way (397.0 -> 409.8). A body that takes shared scratch keeps the barrier (`gpuir.pipeline`):
+tutorial 09's persistent matmul, whose epilogue's scratch then took a CTA barrier at the end of every
+iteration besides the named ones, ran 1-2.4% slower named (0.953-0.992x Triton against 0.976-1.016x). The
+barrier removed outright (unsafely: an upper bound) gave d64 about the same (429.7 -> 450.7 at 128x128).
+Handing slots back through an empty mbarrier each (every thread or every warp's first lane arriving, thread
+0 waiting for it) kept less of it: 107 -> 118 registers at d64 128x64 (0.96-0.98x the barrier's speed), and
+the d64 causal loop at 128x128 no longer fit two CTAs an SM in 128 registers (0.81x). A flattened loop
+nest's asynchronous dots (`passes/flatten.py`) restart their accumulator on a tile's first K step through
+scale-d, and its epilogue's branch waits for their group.
 
 wgmma dots read the slots in place (`wgmma.py`) with no proxy fence, as in Triton's loop (its fence
 insertion fences operands stored from registers, not cp.async copies): `fence.proxy.async` is a
@@ -323,10 +323,8 @@ class _Named(_Handoff):
             with b.if_then(b.and_(others, refilled)):
                 self._named("arrive", slot)
             return
-        previous = b.select(b.icmp_unsigned("==", slot, const(i32, 0)), const(i32, self.plan.slots - 1),
-                            b.sub(slot, const(i32, 1)))
         with b.if_then(b.and_(b.and_(others, b.not_(first)), refilled)):
-            self._named("arrive", previous)
+            self._named("arrive", _previous_slot(self.ctx, self.plan, slot))
 
     def acquire(self, write: ir.Value, read_before: ir.Value) -> None:
         """The first warp waits until every other warp has given back slot `write`, where an iteration has
@@ -399,21 +397,25 @@ class _Specialized(_FullAndEmpty):
         if not self.plan.async_dots:  # every group that read the slot is retired (a deferred loop's)
             mbarrier.arrive(self.ctx, self.at(slot, empty=True))
             return
-        previous = b.select(b.icmp_unsigned("==", slot, const(i32, 0)), const(i32, self.plan.slots - 1),
-                            b.sub(slot, const(i32, 1)))
         with b.if_then(b.not_(first)):  # this iteration's wait retired the previous one's group
-            mbarrier.arrive(self.ctx, self.at(previous, empty=True))
+            mbarrier.arrive(self.ctx, self.at(_previous_slot(self.ctx, self.plan, slot), empty=True))
 
     def finish(self) -> None:
         self.ctx.barrier()
         mbarrier.invalidate(self.ctx, self.barriers())
 
 
+def _previous_slot(ctx: Lowering, plan: LoopPipeline, slot: ir.Value) -> ir.Value:
+    """The slot of iteration i-1, from iteration i's."""
+    b = ctx.b
+    return b.select(b.icmp_unsigned("==", slot, const(i32, 0)), const(i32, plan.slots - 1), b.sub(slot, const(i32, 1)))
+
+
 def _write_slot(ctx: Lowering, plan: LoopPipeline, slot: ir.Value) -> ir.Value:
     """The slot of iteration i + S-1, from iteration i's."""
     b = ctx.b
     if plan.slots == plan.stages:
-        return b.select(b.icmp_unsigned("==", slot, const(i32, 0)), const(i32, plan.slots - 1), b.sub(slot, const(i32, 1)))
+        return _previous_slot(ctx, plan, slot)
     forward = b.add(slot, const(i32, plan.stages - 1))
     return b.select(b.icmp_unsigned(">=", forward, const(i32, plan.slots)), b.sub(forward, const(i32, plan.slots)), forward)
 
