@@ -253,6 +253,27 @@ class _Pipeline:
         return out
 
 
+class _Turn:
+    """Iteration `iv` of a pipelined loop over [lo, hi) by `step` (compared `signed` or not), as a handoff sees it
+    after the body; `ahead` is the iteration S-1 on, whose copies it issues."""
+
+    def __init__(self, ctx: Lowering, iv: ir.Value, lo: ir.Value, hi: ir.Value, step: ir.Value, signed: bool,
+                 stages: int) -> None:
+        self.ctx, self.iv, self.lo, self.hi, self.step, self.signed = ctx, iv, lo, hi, step, signed
+        b = ctx.b
+        self.first = b.icmp_unsigned("==", iv, lo)
+        self.ahead = b.add(iv, b.mul(step, const(lo.type, stages - 1)))
+
+    def runs(self, iv: ir.Value) -> ir.Value:
+        """Whether the loop runs iteration `iv`."""
+        return less(self.ctx, self.signed, iv, self.hi)
+
+    def from_the(self, k: int) -> ir.Value:
+        """Whether this is the loop's k-th iteration (from 0) or a later one."""
+        b = self.ctx.b
+        return b.not_(less(self.ctx, self.signed, self.iv, b.add(self.lo, b.mul(self.step, const(self.lo.type, k)))))
+
+
 class _Handoff:
     """Slots taken and given back with `cp.async.wait_group` and CTA barriers (the "barrier" handoff); TMA's
     copies complete the full mbarrier of their slot (one per slot, from byte `offset`), which a thread
@@ -282,9 +303,8 @@ class _Handoff:
             mbarrier.wait(self.ctx, mbarrier.in_ring(self.ctx, self.offset, slot), phase)
         self.ctx.barrier()
 
-    def give_back(self, slot: ir.Value, phase: ir.Value, write: ir.Value, first: ir.Value) -> None:
-        """After the body (of the loop's `first` iteration or not), before the copies of the iteration
-        S-1 ahead into `write`."""
+    def give_back(self, slot: ir.Value, phase: ir.Value, write: ir.Value, turn: _Turn) -> None:
+        """After the body of iteration `turn`, before the copies of the iteration S-1 ahead into `write`."""
         if self.plan.async_dots and not self.plan.spare_slot:  # every warpgroup's wait retired slot i-1's group
             self.ctx.barrier()
 
@@ -314,22 +334,23 @@ class _Named(_Handoff):
         ctx.asm(void, f"barrier.cta.{op}.aligned $0, $1;", "r,r",
                 [ctx.b.add(slot, const(i32, 1)), const(i32, ctx.num_threads)], side_effect=True)
 
-    def give_back_named(self, slot: ir.Value, first: ir.Value, refilled: ir.Value) -> None:
+    def give_back(self, slot: ir.Value, phase: ir.Value, write: ir.Value, turn: _Turn) -> None:
         """Every warp but the first arrives for the slot its wait retired (this iteration's, or where a group
-        outlives its iteration the previous one's: none in the `first` iteration), if it is `refilled`."""
-        b = self.ctx.b
+        outlives its iteration the previous one's: none in the first iteration) if it is copied into again: in
+        this iteration (a group in flight, no spare slot) or the next. Then the first warp waits until every
+        other warp has given back slot `write`, where an iteration has read it (from the (slots - S + 1)-th
+        iteration on) and copies go into it now."""
+        b, plan = self.ctx.b, self.plan
         others = b.icmp_unsigned(">=", self.ctx.tid, const(i32, 32))
-        if not self.plan.async_dots:
+        refilled = turn.runs(turn.ahead if plan.async_dots and plan.slots == plan.stages
+                             else b.add(turn.ahead, turn.step))
+        if plan.async_dots:
+            with b.if_then(b.and_(b.and_(others, b.not_(turn.first)), refilled)):
+                self._named("arrive", _previous_slot(self.ctx, plan, slot))
+        else:
             with b.if_then(b.and_(others, refilled)):
                 self._named("arrive", slot)
-            return
-        with b.if_then(b.and_(b.and_(others, b.not_(first)), refilled)):
-            self._named("arrive", _previous_slot(self.ctx, self.plan, slot))
-
-    def acquire(self, write: ir.Value, read_before: ir.Value) -> None:
-        """The first warp waits until every other warp has given back slot `write`, where an iteration has
-        read it (`read_before`) and copies go into it now."""
-        b = self.ctx.b
+        read_before = b.and_(turn.from_the(plan.slots - plan.stages + 1), turn.runs(turn.ahead))
         with b.if_then(b.and_(b.icmp_unsigned("<", self.ctx.tid, const(i32, 32)), read_before)):
             self._named("sync", write)
 
@@ -364,7 +385,7 @@ class _Mbarriers(_FullAndEmpty):
     def landing(self, slot: ir.Value) -> None:
         mbarrier.arrive_on_copies(self.ctx, self.at(slot, empty=False))
 
-    def give_back(self, slot: ir.Value, phase: ir.Value, write: ir.Value, first: ir.Value) -> None:
+    def give_back(self, slot: ir.Value, phase: ir.Value, write: ir.Value, turn: _Turn) -> None:
         b = self.ctx.b
         mbarrier.arrive(self.ctx, self.at(slot, empty=True))
         # `write` is the previous iteration's slot: its phase is this one's, or the one before where the
@@ -392,12 +413,12 @@ class _Specialized(_FullAndEmpty):
     def landing(self, slot: ir.Value) -> None:
         """The producer issues every copy."""
 
-    def give_back(self, slot: ir.Value, phase: ir.Value, write: ir.Value, first: ir.Value) -> None:
+    def give_back(self, slot: ir.Value, phase: ir.Value, write: ir.Value, turn: _Turn) -> None:
         b = self.ctx.b
         if not self.plan.async_dots:  # every group that read the slot is retired (a deferred loop's)
             mbarrier.arrive(self.ctx, self.at(slot, empty=True))
             return
-        with b.if_then(b.not_(first)):  # this iteration's wait retired the previous one's group
+        with b.if_then(b.not_(turn.first)):  # this iteration's wait retired the previous one's group
             mbarrier.arrive(self.ctx, self.at(_previous_slot(self.ctx, self.plan, slot), empty=True))
 
     def finish(self) -> None:
@@ -453,20 +474,11 @@ def pipelined_for(ctx: Lowering, op: Op, args: list[Regs], plan: LoopPipeline) -
         hand.take(slot, phase)
         write = _write_slot(ctx, plan, slot)
         yields = pipe.iteration(iv, [list(r) for r in carried], slot)
-        first = b.icmp_unsigned("==", iv, lo)
-        iv_ahead = b.add(iv, b.mul(step, const(lo.type, stages - 1)))
-        if isinstance(hand, _Named):
-            # The slot given back here is copied into this iteration (a group in flight, no spare slot) or the
-            # next; the slot copied into now was read by an iteration from the (slots - stages + 1)-th on.
-            same = plan.async_dots and slots == stages
-            hand.give_back_named(slot, first, less(ctx, pipe.signed, iv_ahead if same else b.add(iv_ahead, step), hi))
-            hand.acquire(write, b.and_(b.not_(less(ctx, pipe.signed, iv, b.add(lo, b.mul(
-                step, const(lo.type, slots - stages + 1))))), less(ctx, pipe.signed, iv_ahead, hi)))
-        else:
-            hand.give_back(slot, phase, write, first)
+        turn = _Turn(ctx, iv, lo, hi, step, pipe.signed, stages)
+        hand.give_back(slot, phase, write, turn)
         next_ahead: dict[int, Regs] = {}
         if not specialized:
-            next_ahead = pipe.issue(iv_ahead, hi, dict(zip(plan.carried, map(list, ahead_phis))), write)
+            next_ahead = pipe.issue(turn.ahead, hi, dict(zip(plan.carried, map(list, ahead_phis))), write)
             hand.landing(write)
         ctx.loop_body_end()
         latch = b.block
