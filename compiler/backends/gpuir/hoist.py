@@ -62,12 +62,12 @@ def _keep_in_shared(gpu: GpuFunction, conv: Op, stored: dict[tuple[Value, Buffer
     swizzled = operand_shared(gpu.layout(src), enc.op_idx, size, k_major=wgmma and size == 1)
     if wgmma:
         swizzled = swizzled.atoms()
-    buffer = BufferType(ty.shape, ty.element_ty, swizzled)
-    found = stored.get((src, buffer))
-    new = [] if found is not None else [Op(LOCAL_ALLOC, [src], [buffer], {}, (), conv.loc)]
-    if found is None:
-        found = stored[(src, buffer)] = new[0].result
-    conv.name, conv.operands = LOCAL_LOAD, [found]
+    key = (src, BufferType(ty.shape, ty.element_ty, swizzled))
+    new: list[Op] = []
+    if key not in stored:
+        new.append(Op(LOCAL_ALLOC, [src], [key[1]], {}, (), conv.loc))
+        stored[key] = new[0].result
+    conv.name, conv.operands = LOCAL_LOAD, [stored[key]]
     return new
 
 
