@@ -26,7 +26,7 @@ from despina.compiler.ir.printer import print_module
 from despina.language.core import constexpr
 
 from .jit import JITFunction, build_module
-from .signature import DescriptorEntry, Entry, Signature, SignatureError, bind
+from .signature import POSITIVE, DescriptorEntry, Entry, Signature, SignatureError, bind
 
 _INSPECT_NO_SASS = "no SASS: nvdisasm was not found; install it with `pip install nvidia-cuda-nvdisasm`"
 DAEMON_STAGES = ("ir", "gpuir", "llir", "ptx", "sass", "cubin")
@@ -164,6 +164,7 @@ def specialize(fn: JITFunction, signature: Signature, constexprs: Mapping[str, A
     params: list[tuple[str, Any]] = []
     divisible: list[int] = []
     equal_to_1: list[int] = []
+    positive: list[int] = []
     index = 0  # of the run-time parameter, among the kernel's IR parameters
     for name in fn.arg_names:
         if name in consts:
@@ -178,8 +179,10 @@ def specialize(fn: JITFunction, signature: Signature, constexprs: Mapping[str, A
                 divisible.append(index)
             elif e.hint == 1:
                 equal_to_1.append(index)
+            elif e.hint == POSITIVE:
+                positive.append(index)
             index += 1
-    attrs = {"divisibility": divisible, "equal_to_1": equal_to_1}
+    attrs = {"divisibility": divisible, "equal_to_1": equal_to_1, "positive": positive}
     return params, attrs, entries, consts
 
 

@@ -193,6 +193,7 @@ class JITFunction(JitCallable):
         runtime: list[Any] = []
         divisible: list[int] = []
         equal_to_1: list[int] = []
+        positive: list[int] = []
         for name, value in expand(bound).items():
             value = unwrap(value)
             spec = name not in self.do_not_specialize
@@ -218,20 +219,23 @@ class JITFunction(JitCallable):
                     raise TypeError(f"argument '{name}' of kernel '{self.__name__}': {exc}") from None
                 one = spec and ty.is_int() and not ty.is_bool() and int(value) == 1
                 div16 = spec and ty.is_int() and not ty.is_bool() and int(value) % 16 == 0
-                key.append(("s", ty.name, one, div16))
+                plus = spec and ty.is_floating() and value > 0
+                key.append(("s", ty.name, one, div16, plus))
                 params.append((name, ty))
                 if one:
                     equal_to_1.append(index)
                 if div16:
                     divisible.append(index)
+                if plus:
+                    positive.append(index)
             else:
                 raise TypeError(f"argument '{name}' of kernel '{self.__name__}' is a {type(value).__name__}; "
                                 "kernels take arrays/tensors, TensorDescriptors, numbers, None and constexprs")
             runtime.append(value)
         key.append(("o", options))
         key.append(("g", tuple(sorted((k, repr(v)) for k, v in self._current_globals().items()))))
-        attrs = {"divisibility": divisible, "equal_to_1": equal_to_1, "num_warps": options.num_warps,
-                 "num_stages": options.num_stages}
+        attrs = {"divisibility": divisible, "equal_to_1": equal_to_1, "positive": positive,
+                 "num_warps": options.num_warps, "num_stages": options.num_stages}
         return Specialization(tuple(key), params, runtime, attrs)
 
     def _current_globals(self) -> dict[str, Any]:

@@ -1,8 +1,8 @@
 """Triton's signature strings for ahead-of-time compilation: `"*fp32:16,*fp32:16,i32"`.
 
 One entry per run-time parameter of the kernel, in order: a type, `*` before it for a pointer to
-that type, and an optional `:16` hint (a pointer aligned to 16 bytes, an integer divisible by 16)
-or `:1` (an integer equal to 1). Types are Triton's short names (`i32`, `u64`, `fp16`, `bf16`,
+that type, and an optional `:16` hint (a pointer aligned to 16 bytes, an integer divisible by 16),
+`:1` (an integer equal to 1) or `:+` (a float greater than 0, as a launch with one specializes). Types are Triton's short names (`i32`, `u64`, `fp16`, `bf16`,
 `fp8e4nv`, `fp8e5`, `i1`) or Despina's (`int32`, `uint64`); the fp8 types only behind a pointer.
 
 A host `TensorDescriptor` parameter is `tensordesc<DTYPE[B0,B1,...]>`, its element type and block
@@ -34,6 +34,7 @@ _TRITON = {
 }
 _ALIASES = {**{v: k for k, v in _TRITON.items()}, "u1": "int1", "f16": "fp16", "f32": "fp32", "f64": "fp64"}
 HINTS = (1, 16)
+POSITIVE = "+"
 DESCRIPTOR = "tensordesc"
 _DESCRIPTOR_FORM = re.compile(r"tensordesc\s*<\s*(?P<dtype>[^\[\]<>,]*?)\s*\[(?P<block>[^\[\]<>]*)\]\s*"
                               r"(?:,\s*padding\s*=\s*(?P<padding>[^\[\]<>,]*?)\s*)?>")
@@ -48,10 +49,11 @@ class SignatureError(ValueError):
 
 @dataclass(frozen=True)
 class SignatureEntry:
-    """One run-time parameter: its IR type and its hint (0: none, 1: equal to 1, 16: divisible by 16)."""
+    """One run-time parameter: its IR type and its hint (0: none, 1: equal to 1, 16: divisible by 16,
+    `POSITIVE`: a float greater than 0)."""
 
     type: ScalarType | PointerType
-    hint: int = 0
+    hint: int | str = 0
 
     def __str__(self) -> str:
         ty, stars = self.type, ""
@@ -160,6 +162,10 @@ def parse_entry(text: str) -> Entry:
     ty = parse_type(head)
     if not sep:
         return SignatureEntry(ty)
+    if hint_text.strip() == POSITIVE:
+        if not (isinstance(ty, ScalarType) and ty.is_floating()):
+            raise SignatureError(f"hint :{POSITIVE} in {text.strip()!r} applies to floats only")
+        return SignatureEntry(ty, POSITIVE)
     hint = _hint(hint_text, text)
     is_int = isinstance(ty, ScalarType) and ty.is_int() and not ty.is_bool()
     if hint == 1 and not is_int or hint == 16 and not (is_int or isinstance(ty, PointerType)):
@@ -172,9 +178,11 @@ def _hint(hint_text: str, text: str) -> int:
     try:
         hint = int(hint_text.strip())
     except ValueError:
-        raise SignatureError(f"hint {hint_text.strip()!r} in {text.strip()!r} is not a number: use :16 or :1") from None
+        raise SignatureError(f"hint {hint_text.strip()!r} in {text.strip()!r} is not a number: use :16, :1 or "
+                             f":{POSITIVE}") from None
     if hint not in HINTS:
-        raise SignatureError(f"hint :{hint} in {text.strip()!r}: use :16 (aligned / divisible by 16) or :1 (equal to 1)")
+        raise SignatureError(f"hint :{hint} in {text.strip()!r}: use :16 (aligned / divisible by 16), :1 (equal to 1) "
+                             f"or :{POSITIVE} (a float greater than 0)")
     return hint
 
 

@@ -14,7 +14,7 @@ What a kernel's IR, and so its cubin, depends on, and the key covers:
   Python functions by their code, @jit helpers as above;
 - the configs (meta-parameters and compile options, maxnreg included), the values of the autotuner's
   `key` arguments, every argument's dtype and 16-byte alignment, each scalar's IR type (int32 or int64)
-  and its specialization (== 1, a multiple of 16), the constexprs' and launch options' values, and
+  and its specialization (== 1, a multiple of 16, a float > 0), the constexprs' and launch options' values, and
   whether the kernel is compiled with debug checks (DESPINA_DEBUG).
 
 Despina's own code (the frontend, the language, the compiler) is covered by a digest of its sources
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 # The rule's version: a record made under another rule is another key (its winner's cubin may have been
 # compiled from code that this rule tells apart).
-RULE = 3
+RULE = 4
 
 
 def client_key(at: Autotuner, configs: Sequence[Config], named: dict[str, Any]) -> str:
@@ -205,5 +205,5 @@ def _arguments(fn: JITFunction, named: dict[str, Any]) -> list[Any]:
                 ty = repr(v)
             out.append([name, ty, spec and v == 1, spec and v % 16 == 0])
         else:
-            out.append([name, "float"])
+            out.append([name, "float", name not in fn.do_not_specialize and v > 0])
     return out

@@ -67,7 +67,7 @@ def test_specialize_gives_the_jit_its_params_and_hints():
     assert [(n, p) for n, p in params[:4]] == [("x_ptr", PointerType(float32)), ("y_ptr", PointerType(float32)),
                                               ("out_ptr", PointerType(float32)), ("n", int32)]
     assert params[4][0] == "BLOCK" and params[4][1].value == 64
-    assert attrs == {"divisibility": [0, 2], "equal_to_1": [3]}
+    assert attrs == {"divisibility": [0, 2], "equal_to_1": [3], "positive": []}
     assert consts == {"BLOCK": 64}
 
 
@@ -230,7 +230,7 @@ def test_a_descriptor_signature_specializes_as_a_launch_does(case):
     spec = desc_launch(case)
     params, attrs, entries, _ = specialize(desc_matmul_kernel, DESC_CASES[case][1], DESC_META)
     assert typed(params) == typed(spec.params)
-    assert attrs == {k: v for k, v in spec.attrs.items() if k in ("divisibility", "equal_to_1")}
+    assert attrs == {k: v for k, v in spec.attrs.items() if k in ("divisibility", "equal_to_1", "positive")}
     assert [str(e) for e in entries.values()][1] == ("tensordesc<fp16[128,64]>:16" if case == "multiples of 16"
                                                      else "tensordesc<fp16[128,64]>")
     attrs.update(num_warps=8, num_stages=3)

@@ -9,6 +9,7 @@ import pytest
 
 import despina
 import despina.language as tl
+from despina.compiler.ir.printer import print_module
 from despina.compiler.options import CompileOptions, OptionError
 
 jit_module = sys.modules["despina.jit"]
@@ -48,10 +49,21 @@ X = np.zeros(64, np.float32)
                                                  (0, False, True)])
 def test_integers_equal_to_1_or_divisible_by_16_specialize(n, one, div16):
     spec = spec_of(copy_kernel, X, X, n, 2, BLOCK=16)
-    assert scalar_key(spec, 2) == ("s", "int32", one, div16)
+    assert scalar_key(spec, 2) == ("s", "int32", one, div16, False)
     assert (2 in spec.attrs["equal_to_1"]) == one
     assert (2 in spec.attrs["divisibility"]) == div16
-    assert scalar_key(spec, 3) == ("s", "int32", False, False)
+    assert scalar_key(spec, 3) == ("s", "int32", False, False, False)
+
+
+@pytest.mark.parametrize(("scale", "plus"), [(0.5, True), (float("inf"), True), (5e-45, True), (0.0, False),
+                                             (-0.0, False), (-2.0, False), (float("-inf"), False), (float("nan"), False),
+                                             (np.float32(3), True), (np.float64(-3), False)])
+def test_floats_greater_than_0_specialize(scale, plus):
+    spec = spec_of(copy_kernel, X, X, 5, scale, BLOCK=16)
+    assert scalar_key(spec, 3) == ("s", "fp32", False, False, plus)
+    assert spec.attrs["positive"] == ([3] if plus else [])
+    header = print_module(copy_kernel.ir(spec, DEFAULT_OPTIONS)).splitlines()[0]
+    assert ("positive = [3]" if plus else "positive = []") in header
 
 
 def test_pointer_alignment_specializes():
@@ -70,9 +82,11 @@ def test_pointer_element_dtypes_specialize():
 
 def test_do_not_specialize_by_name_and_index():
     spec = spec_of(unspecialized_kernel, X, X, 16, 1, BLOCK=16)
-    assert scalar_key(spec, 2) == ("s", "int32", False, False)
-    assert scalar_key(spec, 3) == ("s", "int32", False, False)
+    assert scalar_key(spec, 2) == ("s", "int32", False, False, False)
+    assert scalar_key(spec, 3) == ("s", "int32", False, False, False)
     assert spec.attrs["equal_to_1"] == [] and spec.attrs["divisibility"] == [0, 1]
+    assert scalar_key(spec_of(unspecialized_kernel, X, X, 16, 0.5, BLOCK=16), 3)[-1] is False
+    assert spec_of(unspecialized_kernel, X, X, 16, 0.5, BLOCK=16).attrs["positive"] == []
 
 
 def test_constexprs_and_options_are_part_of_the_key():

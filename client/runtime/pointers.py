@@ -128,14 +128,14 @@ def is_torch(value: Any) -> bool:
 # ---- the fast path's classification --------------------------------------------------------------
 # `classify(value) -> (key, launch value)`: the key holds everything the specialization reads from
 # the value (its type, the pointer's 16-byte alignment, an integer's width and whether it is 1 or
-# a multiple of 16), so equal keys mean equal specializations; the launch value is what its
+# a multiple of 16, whether a float is greater than 0), so equal keys mean equal specializations; the launch value is what its
 # parameter slot gets. CONST marks a value that is no kernel parameter (None, a string, a dtype).
 # A host TensorDescriptor's launch value is a tuple (no other launch value is one): the values of
 # its parameters `DescriptorArg.names`, which the dispatcher flattens for the launcher.
 
 CONST = object()
 _I32, _I32_16, _I64, _I64_16 = ("i32",), ("i32", 16), ("i64",), ("i64", 16)
-_ONE, _BOOL, _F32 = ("i32", 1), ("i1",), ("f32",)
+_ONE, _BOOL, _F32, _F32_POSITIVE = ("i32", 1), ("i1",), ("f32",), ("f32", "+")
 
 
 def _int(a: int) -> tuple[Any, Any]:
@@ -153,7 +153,7 @@ def _bool(a: bool) -> tuple[Any, Any]:
 
 
 def _float(a: float) -> tuple[Any, Any]:
-    return _F32, a
+    return (_F32_POSITIVE if a > 0 else _F32), a
 
 
 def _np_int(a: Any) -> tuple[Any, Any]:
@@ -161,7 +161,7 @@ def _np_int(a: Any) -> tuple[Any, Any]:
 
 
 def _np_float(a: Any) -> tuple[Any, Any]:
-    return _F32, float(a)
+    return _float(float(a))
 
 
 def _np_bool(a: Any) -> tuple[Any, Any]:

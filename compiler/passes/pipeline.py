@@ -15,6 +15,7 @@ from .cse import cse
 from .dce import dce
 from .fold import fold
 from .inline import inline
+from .scales import take_out_scales
 
 Pass = Callable[[Module], Module]
 
@@ -23,6 +24,7 @@ PIPELINE: list[tuple[str, Pass]] = [
     ("canonicalize", canonicalize),
     ("fold", fold),
     ("cse", cse),
+    ("scales", take_out_scales),
     ("dce", dce),
 ]
 

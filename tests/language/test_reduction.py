@@ -72,6 +72,41 @@ def test_max_min(device, dtype, axis, fn, ref):
     np.testing.assert_array_equal(run_reduce(device, fn, x, dtype, dtype, axis), np.atleast_1d(ref(x, axis=axis)))
 
 
+@despina.jit
+def scaled_max_kernel(x_ptr, max_ptr, diff_ptr, scale, M: tl.constexpr, N: tl.constexpr, FN: tl.constexpr,
+                      MASK: tl.constexpr):
+    rows, cols = tl.arange(0, M)[:, None], tl.arange(0, N)[None, :]
+    y = tl.load(x_ptr + rows * N + cols) * scale
+    if MASK:
+        y = tl.where(cols < rows, y, -float("inf") if FN == tl.max else float("inf"))
+    m = FN(y, 1)
+    tl.store(max_ptr + tl.arange(0, M), m)
+    tl.store(diff_ptr + rows * N + cols, y - m[:, None])
+
+
+@pytest.mark.parametrize("mask", [False, True])
+@pytest.mark.parametrize(("fn", "ref"), [(tl.max, np.max), (tl.min, np.min)], ids=["max", "min"])
+def test_the_extreme_of_a_scaled_tile_is_exact_for_every_scale(device, fn, ref, mask):
+    """A scale > 0 specializes the kernel and leaves the reduction (`passes/scales.py`); one kernel launched with
+    scales of either sign, 0, +-inf and a subnormal gives each the extreme of the tile as scaled element by
+    element (row 0 fully masked)."""
+    x = np.random.default_rng(5).standard_normal((M, N)).astype(np.float32)
+    rows, cols = np.arange(M)[:, None], np.arange(N)[None, :]
+    for scale in (0.5, -2.0, 3.0, 0.0, 1e-40, float("inf"), -0.5, float("-inf"), 0.25):
+        y = x * np.float32(scale)
+        if mask:
+            y = np.where(cols < rows, y, np.float32(-np.inf if fn is tl.max else np.inf))
+        out, diff = device.zeros(M, "fp32"), device.zeros((M, N), "fp32")
+        scaled_max_kernel[(1,)](device.put(x), out, diff, scale, M=M, N=N, FN=fn, MASK=mask)
+        m = ref(y, axis=1)
+        np.testing.assert_array_equal(device.get(out), m, err_msg=f"scale {scale}")
+        with np.errstate(invalid="ignore"):
+            want = y - m[:, None]
+        # y - m may be one FMA on the GPU: exact but for y's rounding
+        np.testing.assert_allclose(device.get(diff), want, rtol=0, atol=1e-6 * np.abs(y[np.isfinite(y)]).max(initial=0),
+                                   equal_nan=True, err_msg=f"scale {scale}")
+
+
 @pytest.mark.parametrize(("fn", "ref"), [(tl.argmax, np.argmax), (tl.argmin, np.argmin)], ids=["argmax", "argmin"])
 @pytest.mark.parametrize("axis", [0, 1])
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -65,8 +65,8 @@ def test_fresh_descriptors_each_launch_take_the_fast_path(gpu: FakeGPU) -> None:
     launches = []
     for i in range(50):  # new descriptors of other tensors and sizes, of one kind (sizes multiples of 16, not 1)
         x, y = desc(0x100000 + 0x10000 * i, rows=64 + 16 * (i % 3)), desc(0x900000 + 0x10000 * i, cols=48, pitch=48)
-        k[(4,)](x, 7 + 2 * i, y, 0.5 * i, BM=16)
-        launches.append(expected_words(x, 7 + 2 * i, y, 0.5 * i))
+        k[(4,)](x, 7 + 2 * i, y, 0.5 + i, BM=16)  # factors > 0, all of one kind too
+        launches.append(expected_words(x, 7 + 2 * i, y, 0.5 + i))
     d = k._dispatcher
     assert d.slow_calls == 1 and gpu.compiled == ["scale_rows"] and len(gpu.lib.calls) == 50
     assert [packed(c.words, e) for c, e in zip(gpu.lib.calls, launches)] == launches

@@ -68,7 +68,7 @@ def test_pipeline_golden() -> None:
 
 
 def test_pipeline_lists_the_passes_in_order() -> None:
-    assert [name for name, _ in PIPELINE] == ["inline", "canonicalize", "fold", "cse", "dce"]
+    assert [name for name, _ in PIPELINE] == ["inline", "canonicalize", "fold", "cse", "scales", "dce"]
 
 
 def test_dump_sees_the_module_after_each_pass() -> None:

@@ -240,6 +240,20 @@ def test_beside_a_second_cta_p_v_is_waited_for_where_issued(causal: bool, tmp_pa
     assert k.metadata["ptxas_warnings"] == [] and k.metadata["spill_stores"] == 0
 
 
+@pytest.mark.parametrize("block_n", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_row_maximum_reads_the_scores_unscaled(causal: bool, block_n: int, tmp_path: Any) -> None:
+    """sm_scale > 0 specializes the launch (`positive`), and the softmax's maximum of Q K^T * qk_scale (masked with
+    -inf) is taken of Q K^T and scaled once a row (passes/scales.py). Each score's scale then rides in the FMA
+    of its exponent's argument: the loop multiplies only O by alpha (32 a thread) and the two row maxima of a
+    thread, where it multiplied every score as well."""
+    k = attention_tma(64, causal, tmp_path, block_n=block_n)
+    loop = loop_with(k.asm["ptx"], "wgmma.mma_async")
+    assert "positive = [16]" in k.asm["ir"].splitlines()[0]
+    assert loop.count("mul.f32") == 32 + 2
+    assert loop.count("fma.rn.f32") >= block_n // 2 and loop.count("ex2.approx") >= block_n // 2
+
+
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_specialized_attention_defers_p_v_and_waits_for_s_then_for_p_v(head_dim: int, tmp_path: Any) -> None:
     """Warp-specialized, the loop commits S and the previous iteration's P V before it waits for either (gpuir/

@@ -1,0 +1,149 @@
+"""Positive scales taken out of max and min: a tile scaled by a positive number s has its maximum at
+the maximum of the unscaled tile, so the reduction reads the tile as it is and one number per row is
+scaled instead of every element.
+
+    reduce max(x * splat(s))                   ->  reduce max(x) * s
+    select(c, x * splat(s), splat(-inf))       ->  select(c, x, splat(-inf)) * splat(s)
+
+Both are exact for every s > 0 (+inf included) and every x:
+- rounding is monotone, so max_i round(x_i s) = round(max_i x_i s), and the same for min;
+- (-inf) s = -inf and (+inf) s = +inf, so a select with an infinity commutes with the scale.
+
+The second rule lets the first see through a mask: attention's softmax masks Q K^T scaled, then takes
+its row maximum. Where the product then only feeds a subtraction, LLVM fuses the two into one FMA, so
+the tile costs one instruction an element where it cost two (`max(x s)` and `x s - m` each read x s).
+
+The reductions are those whose combine region is one `maximum` or `minimum` with NaNs not propagated
+(`tl.max`, `tl.min`): a NaN operand may be dropped, which covers the one case where the scaled and the
+unscaled order differ (s = +inf, where 0 s is NaN). A select's product is moved only when the select is
+its one use, so no product is computed twice.
+
+s > 0 is known of a float argument a launch specialized as positive (the module's `positive`, as
+`divisibility` holds the arguments divisible by 16), of a positive float constant, and of a product of
+one such value and a constant >= 1 (which can round up to +inf but never down to 0):
+`qk_scale = sm_scale * 1.44269504` is positive when `sm_scale` is.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+from ..ir.core import Block, Module, Op, Value
+from ..ir.types import TileType, elem_of
+from .rewrite import Emitter, Subst, constant_value, replace_results, resolve
+
+_ORDER = ("maximum", "minimum")
+
+
+def take_out_scales(module: Module) -> Module:
+    """Apply the rewrites above to the kernel of `module`; returns it, changed in place (`dce` removes
+    the products left unused)."""
+    fn = module.kernel
+    args = set(module.attrs.get("positive", []) or [])
+    scales = _Scales({a for i, a in enumerate(fn.args) if i in args}, Counter(v for op in fn.walk() for v in op.operands))
+    scales.block(fn.body, {})
+    return module
+
+
+class _Scales:
+    def __init__(self, positive: set[Value], uses: Counter[Value]) -> None:
+        self.positive, self.uses = positive, uses
+
+    def block(self, block: Block, subst: Subst) -> None:
+        out: list[Op] = []
+        for op in block.ops:
+            op.operands = [resolve(subst, v) for v in op.operands]
+            for region in op.regions:
+                self.block(region, subst)
+            new = self.select(op, subst) if op.name == "select" else self.reduce(op, subst) if op.name == "reduce" else None
+            out.extend([op] if new is None else new)
+        block.ops = out
+
+    def select(self, op: Op, subst: Subst) -> list[Op] | None:
+        """select(c, x * S, inf) -> select(c, x, inf) * S, either way round."""
+        cond, a, b = op.operands
+        for scaled, other, first in ((a, b, True), (b, a, False)):
+            product = _producer(scaled, "mul")
+            inf = constant_value(other)
+            if product is None or self.uses[scaled] != 1 or not (isinstance(inf, float) and math.isinf(inf)):
+                continue
+            split = self.split(product)
+            if split is None:
+                continue
+            x, scale = split
+            emit = Emitter([], op.loc)
+            picked = emit.op("select", cond, x, other) if first else emit.op("select", cond, other, x)
+            replace_results(subst, op, [emit.op("mul", picked, scale)])
+            return emit.ops
+        return None
+
+    def reduce(self, op: Op, subst: Subst) -> list[Op] | None:
+        """reduce max(x * S) -> reduce max(x) * s, with s splat to the result's shape."""
+        if len(op.operands) != 1 or _combiner(op.regions[0]) is None:
+            return None
+        product = _producer(op.operands[0], "mul")
+        split = self.split(product) if product is not None else None
+        if split is None:
+            return None
+        x, scale = split
+        emit = Emitter([], op.loc)
+        inner = Op("reduce", [x], [op.result.type], dict(op.attrs), op.regions, op.loc)
+        emit.ops.append(inner)
+        replace_results(subst, op, [emit.op("mul", inner.result, self.shaped(emit, scale, op.result.type))])
+        return emit.ops
+
+    def split(self, product: Op) -> tuple[Value, Value] | None:
+        """(x, S) of a float product x * S (or S * x) whose S is one positive number in every element."""
+        for x, scale in (product.operands, reversed(product.operands)):
+            if elem_of(x.type).is_floating() and self.uniform(scale) is not None:
+                return x, scale
+        return None
+
+    def uniform(self, v: Value) -> Value | float | None:
+        """The positive scalar (a value, or a constant's number) that every element of `v` holds."""
+        value = constant_value(v)
+        if isinstance(value, float):
+            return value if value > 0 else None
+        splat = _producer(v, "splat")
+        if splat is not None:
+            return splat.operands[0] if self.is_positive(splat.operands[0]) else None
+        return v if not isinstance(v.type, TileType) and self.is_positive(v) else None
+
+    def is_positive(self, v: Value) -> bool:
+        if v in self.positive:
+            return True
+        value = constant_value(v)
+        if value is not None:
+            return isinstance(value, float) and value > 0
+        product = _producer(v, "mul")
+        if product is None:
+            return False
+        a, b = product.operands
+        return any(self.is_positive(p) and isinstance(c := constant_value(q), float) and c >= 1
+                   for p, q in ((a, b), (b, a)))
+
+    def shaped(self, emit: Emitter, scale: Value, ty: object) -> Value:
+        """`scale` as a value of type `ty` (the reduction's result: a scalar or a tile)."""
+        number = self.uniform(scale)
+        if isinstance(number, float):
+            return emit.const(number, ty)  # type: ignore[arg-type]
+        assert number is not None
+        return emit.op("splat", number, shape=list(ty.shape)) if isinstance(ty, TileType) else number
+
+
+def _producer(v: Value, name: str) -> Op | None:
+    owner = v.owner
+    return owner if isinstance(owner, Op) and owner.name == name else None
+
+
+def _combiner(region: Block) -> str | None:
+    """`maximum` or `minimum` when `region` combines its two arguments with that alone, NaNs not
+    propagated."""
+    if len(region.ops) != 2:
+        return None
+    combine, done = region.ops
+    if (combine.name not in _ORDER or combine.attrs.get("propagate_nan", "none") != "none"
+            or set(combine.operands) != set(region.args) or list(done.operands) != combine.results):
+        return None
+    return combine.name
