@@ -7,6 +7,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -45,7 +46,13 @@ def scale_kernel(x_ptr, bias_ptr, n, scale, BLOCK: tl.constexpr = 128):
     tl.store(x_ptr + offs, x, mask=offs < n)
 
 
+@despina.jit
+def scaled_max_kernel(x_ptr, out_ptr, scale, N: tl.constexpr):
+    tl.store(out_ptr, tl.max(tl.load(x_ptr + tl.arange(0, N)) * scale, 0))
+
+
 SIG = "*fp32:16,*fp32:16,*fp32:16,i32:16"
+OPTIONS = CompileOptions()
 
 
 # ---- the signature and the kernel --------------------------------------------------------------
@@ -69,6 +76,21 @@ def test_specialize_gives_the_jit_its_params_and_hints():
     assert params[4][0] == "BLOCK" and params[4][1].value == 64
     assert attrs == {"divisibility": [0, 2], "equal_to_1": [3], "positive": []}
     assert consts == {"BLOCK": 64}
+
+
+def test_a_positive_float_hint_specializes_as_a_launch_with_such_a_float_does():
+    """`fp32:+` is what a launch with a float > 0 specializes: the same tile IR (the scale taken out of max)."""
+    params, attrs, _, _ = specialize(scaled_max_kernel, "*fp32:16,*fp32:16,fp32:+", {"N": 64})
+    assert attrs["positive"] == [2]
+    x = np.zeros(64, np.float32)
+    for scale, hint in ((0.5, "fp32:+"), (-0.5, "fp32")):
+        spec = scaled_max_kernel.specialize(scaled_max_kernel.bind((x, x, scale), {"N": 64}), OPTIONS)
+        params, attrs, _, _ = specialize(scaled_max_kernel, f"*fp32:16,*fp32:16,{hint}", {"N": 64})
+        attrs.update(num_warps=OPTIONS.num_warps, num_stages=OPTIONS.num_stages)
+        module = build_module(scaled_max_kernel, params, attrs, debug=False)[0]
+        assert print_module(module) == print_module(scaled_max_kernel.ir(spec, OPTIONS))
+        scaled_once = re.search(r"= mul\(%\d+, %2\) : fp32\n", print_module(module, locs=False))
+        assert (scaled_once is not None) == (scale > 0)
 
 
 def test_defaults_none_and_a_mapping_signature():

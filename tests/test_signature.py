@@ -24,6 +24,8 @@ fp16 = ScalarType("fp16")
         ("**fp16", PointerType(PointerType(fp16)), 0),
         ("*fp8e4nv:16", PointerType(ScalarType("fp8e4nv")), 16),
         ("*fp8e5", PointerType(ScalarType("fp8e5")), 0),
+        ("fp32:+", float32, "+"),
+        ("f16 : + ", fp16, "+"),
     ],
 )
 def test_entries_parse(text, ty, hint):
@@ -32,7 +34,8 @@ def test_entries_parse(text, ty, hint):
 
 
 def test_entries_print_in_triton_names():
-    assert [str(parse_entry(t)) for t in ("*f32:16", "int64", "uint8:16", "bf16")] == ["*fp32:16", "i64", "u8:16", "bf16"]
+    assert [str(parse_entry(t)) for t in ("*f32:16", "int64", "uint8:16", "bf16", "f32:+")] == [
+        "*fp32:16", "i64", "u8:16", "bf16", "fp32:+"]
 
 
 @pytest.mark.parametrize(
@@ -44,6 +47,9 @@ def test_entries_print_in_triton_names():
         ("fp32:16", "pointers and integers only"),
         ("*fp32:1", "integers only"),
         ("i1:16", "pointers and integers only"),
+        ("i32:+", "floats only"),
+        ("*fp32:+", "floats only"),
+        ("fp32:-", "use :16, :1 or :\\+"),
         ("", "empty signature entry"),
         ("fp8e4nv", "fp8 arguments are arrays \\('\\*fp8e4nv'\\)"),
     ],

@@ -157,6 +157,10 @@ def test_debug_and_scalar_types_are_in_the_client_key(tmp_path: Path, monkeypatc
     assert client_key(at, capped, named(4096)) != plain  # a register cap changes the code, not the configs' repr
     at.key = []  # n only as an argument: 4096 and 4096 << 32 both specialize as multiples of 16, one int32, one int64
     assert client_key(at, at.configs, named(4096)) != client_key(at, at.configs, named(4096 << 32))
+    # a float specializes on whether it is > 0 (passes/scales.py takes such a scale out of max and min)
+    assert client_key(at, at.configs, named(0.5)) == client_key(at, at.configs, named(2.0))
+    assert client_key(at, at.configs, named(0.5)) != client_key(at, at.configs, named(-0.5))
+    assert client_key(at, at.configs, named(-0.5)) == client_key(at, at.configs, named(0.0))
 
 
 def test_a_kernel_without_source_says_so(tmp_path: Path) -> None:
