@@ -114,16 +114,50 @@ def test_descriptor_matmul_matches_torch(hopper: Any, case: tuple[Any, ...]) -> 
 @pytest.mark.parametrize(("block", "stages"), [((128, 128, 64), 2), ((128, 128, 64), 3), ((128, 128, 64), 4),
                                                ((128, 256, 64), 3)])
 def test_every_trip_count_hands_the_slots_over(hopper: Any, block: tuple[int, int, int], stages: int) -> None:
-    """Loops of 1 to stages + 4 iterations, their slots given back on named barriers (lower/pipeline.py: the
-    other warps arrive for a slot that is copied into again, the copying warp waits before it copies into a
-    slot an iteration has read), with a spare slot (2 and 4 stages, and 128x256) and without (128x128 with 3
-    stages, which keeps room for two blocks an SM): a warp arriving once too often or the copying warp waiting
-    once too few would hang or overwrite a slot in use."""
+    """Loops of 1 to stages + 4 iterations of one dot, their slots handed over at CTA barriers, with a spare slot
+    (2 and 4 stages, and 128x256) and without (128x128 with 3 stages, which keeps room for two blocks an SM: the
+    copies then wait behind a second barrier), against torch."""
     torch = hopper
     for trips in range(1, stages + 5):
         case = ("fp16", (256, 256, block[2] * trips), block, 8, stages, True)
         a, b, c = _run(torch, case)
         torch.testing.assert_close(c.double(), a.double() @ b.double(), rtol=1e-2, atol=1e-2 * (block[2] * trips) ** 0.5)
+
+
+@despina.jit
+def chained_dots(q_desc, k_desc, v_desc, o_ptr, N, D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
+    q = q_desc.load([tl.program_id(0) * BM, 0])
+    acc = tl.zeros((BM, D), tl.float32)
+    for n in range(0, N, BN):
+        s = tl.dot(q, k_desc.load([n, 0]).T)
+        acc = tl.dot(s.to(tl.float16), v_desc.load([n, 0]), acc)
+    rows = tl.program_id(0) * BM + tl.arange(0, BM)
+    tl.store(o_ptr + rows[:, None] * D + tl.arange(0, D)[None, :], acc)
+
+
+@pytest.mark.parametrize(("bn", "stages"), [(64, 2), (64, 3), (128, 3), (64, 4)])
+def test_every_trip_count_of_chained_dots_hands_the_slots_over(hopper: Any, bn: int, stages: int) -> None:
+    """Attention's loop without its softmax, S = Q K^T and O += S V with S in registers: a body that chains dots
+    gives its slots back on named barriers (lower/pipeline.py: the other warps arrive for a slot that is copied
+    into again, the copying warp waits before it copies into a slot an iteration has read). Loops of 1 to
+    stages + 4 iterations: a warp arriving once too often or the copying warp waiting once too few would hang or
+    overwrite a slot in use."""
+    torch = hopper
+    d, bm = 64, 128
+    sig = f"tensordesc<fp16[{bm},{d}]>:16,tensordesc<fp16[{bn},{d}]>:16,tensordesc<fp16[{bn},{d}]>:16,*fp32:16,i32:16"
+    compiled = despina.compile(chained_dots, sig, {"D": d, "BM": bm, "BN": bn}, num_warps=8, num_stages=stages,
+                               target="sm_90a")
+    assert "slots given back on named barriers" in compiled.asm["gpuir"]
+    g = torch.Generator(device="cuda").manual_seed(7)
+    for trips in range(1, stages + 5):
+        n = bn * trips
+        q, k, v = (torch.randn((rows, d), generator=g, device="cuda", dtype=torch.float16) * 0.25
+                   for rows in (2 * bm, n, n))
+        o = torch.full((2 * bm, d), float("nan"), device="cuda", dtype=torch.float32)
+        descs = [TensorDescriptor.from_tensor(t, [rows, d]) for t, rows in ((q, bm), (k, bn), (v, bn))]
+        chained_dots[(2,)](*descs, o, n, D=d, BM=bm, BN=bn, num_warps=8, num_stages=stages)
+        s = (q.float() @ k.float().T).half().float()
+        torch.testing.assert_close(o, s @ v.float(), rtol=1e-2, atol=1e-2)
 
 
 @pytest.mark.parametrize("stages", [1, 3])

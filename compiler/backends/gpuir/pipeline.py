@@ -33,13 +33,16 @@ Each slot is handed over between the copies and the threads that read it in one 
   0.99-1.13x to 0.94-1.04x Triton (d64 and the matmul unchanged); making the two warpgroups take
   turns at the tensor cores (named barriers around each dot, as FlashAttention-3 does) did not help
   either (0.87-1.06x).
-- *named* (every load copied by TMA, so every reader is a wgmma dot): each thread waits for the slot's
-  full mbarrier; slots are given back on named barriers, on which only the warp that copies waits, so
-  the warpgroups meet at no CTA barrier ("slots given back on named barriers"; `lower/pipeline.py` has
-  the protocol and the H100 figures: the descriptor attention 2-8% faster). Not where the body takes
-  shared scratch (a flattened nest's epilogue, converting its accumulator through shared memory): it
-  meets a CTA barrier every iteration for that anyway, and tutorial 09's persistent matmul ran 1-2.4%
-  slower named. With the epilogue's barrier moved into its branch instead (the allocator placing a
+- *named* (every load copied by TMA, so every reader is a wgmma dot, and the body chains dots, as
+  attention's S = Q K^T and O += P V): each thread waits for the slot's full mbarrier; slots are given
+  back on named barriers, on which only the warp that copies waits, so the warpgroups meet at no CTA
+  barrier ("slots given back on named barriers"; `lower/pipeline.py` has the protocol and the H100
+  figures: the descriptor attention 2-8% faster). Not for a loop of one dot: tutorial 09's descriptor
+  matmul ran the same named at 4 stages and at 128x256 blocks, but 128x128x64 with 3 stages 1-2%
+  slower at 4096^3 and 13% slower at 8192^3 (H200: 0.89-0.90x Triton against 1.03x). Not where the
+  body takes shared scratch (a flattened nest's epilogue, converting its accumulator through shared
+  memory): it meets a CTA barrier every iteration for that anyway, and tutorial 09's persistent matmul
+  ran 1-2.4% slower named. With the epilogue's barrier moved into its branch instead (the allocator placing a
   buffer of a branch behind its own barrier, so that the other iterations meet none), it ran 9-13%
   slower on an H200 (128x128x64: 3 stages 0.91x Triton against 1.00x, 4 stages 0.87-0.90x against
   0.99-1.00x; 94 -> 100 registers).
@@ -345,9 +348,11 @@ def plan_loop(gpu: GpuFunction, loop: Op, num_stages: int, users: dict[Value, li
     slot_bytes = sum(a.slot_bytes for a in loads)
     tma = any(a.tma is not None for a in loads)
     scratch = _body_scratch(gpu, body)
-    # A body that takes shared scratch (a flattened nest's epilogue) meets a CTA barrier every iteration anyway.
-    handoff = ("named" if all(a.tma is not None for a in loads) and not scratch else "barrier" if wgmma or tma
-               else "mbarriers")
+    # A body that takes shared scratch (a flattened nest's epilogue) meets a CTA barrier every iteration anyway; one
+    # that feeds a single dot has no work for its warpgroups to overlap between the products.
+    chained = sum(1 for op in body.walk() if op.name == "dot") > 1
+    handoff = ("named" if all(a.tma is not None for a in loads) and not scratch and chained else "barrier"
+               if wgmma or tma else "mbarriers")
     return LoopPipeline(stages, tuple(loads), order, tuple(sorted(carried)), frozenset(current), wgmma, asynchronous,
                         _spare_slot(stages, slot_bytes, scratch), handoff, resets, settles)
 

@@ -18,11 +18,11 @@ How a slot is taken and given back is the plan's `handoff`:
 - "barrier" (wgmma dots): `cp.async.wait_group S-2` and a CTA barrier at the top of each iteration.
   The barrier makes every thread's copies of iteration i visible and is after every thread's reads
   of slot i-1, which the new copies overwrite.
-- "named" (every load copied by TMA, every reader a wgmma dot): a thread takes slot i by waiting for its
-  full mbarrier; slot s is given back on named barrier 1 + s, where every warp but the first arrives
-  without waiting once its wait has retired the group that read it, and the first warp waits before
-  thread 0 copies into a slot an iteration has read (`_Named`). No CTA barrier runs in the loop, and
-  only the copying warp ever waits for the others.
+- "named" (every load copied by TMA, every reader a wgmma dot, the body a chain of dots): a thread takes
+  slot i by waiting for its full mbarrier; slot s is given back on named barrier 1 + s, where every warp
+  but the first arrives without waiting once its wait has retired the group that read it, and the first
+  warp waits before thread 0 copies into a slot an iteration has read (`_Named`). No CTA barrier runs in
+  the loop, and only the copying warp ever waits for the others.
 
 A wait on an mbarrier names a phase by its parity: the n-th use of a slot (from 0) is its phase n;
 a wait for the use before the first returns at once (parity 1 of a barrier in phase 0), which is
@@ -41,8 +41,9 @@ Triton's mma.sync path on an H100 (128x128x64 and 128x256x64, 8 warps, 3 stages)
 Descriptor loads that TMA copies (`tma.py`) are issued by thread 0 alone, for an iteration of the loop
 (none past its end), as one `mbarrier.arrive.expect_tx` of the stage's bytes on the slot's full
 barrier and the copies that complete it; the ahead ops that only give them their coordinates run in
-that thread's branch. Their loops take the "named" handoff (the "barrier" one where cp.async copies some
-load too, each thread also waiting on the slot's full barrier, the phase bit carried with the slot), the
+that thread's branch. Their loops take the "named" handoff where the body chains dots (the "barrier" one
+where it feeds a single dot or cp.async copies some load too, each thread also waiting on the slot's full
+barrier, the phase bit carried with the slot: `gpuir.pipeline` has the figures), the
 full barriers set up before the prologue and returned after the loop. With a CTA barrier at the top of
 every iteration instead, the descriptor attention (8 warps) ran 2-8% slower on an H100: named, (4,32,2048,64)
 at 128x128 blocks and 3 stages 420.7 -> 444.2 TFLOP/s (causal 352.7 -> 364.0), at 128x64 391.1 -> 399.6
