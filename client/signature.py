@@ -2,8 +2,9 @@
 
 One entry per run-time parameter of the kernel, in order: a type, `*` before it for a pointer to
 that type, and an optional `:16` hint (a pointer aligned to 16 bytes, an integer divisible by 16),
-`:1` (an integer equal to 1) or `:+` (a float greater than 0, as a launch with one specializes). Types are Triton's short names (`i32`, `u64`, `fp16`, `bf16`,
-`fp8e4nv`, `fp8e5`, `i1`) or Despina's (`int32`, `uint64`); the fp8 types only behind a pointer.
+`:1` (an integer equal to 1) or `:+` (a float greater than 0, as a launch with one specializes).
+Types are Triton's short names (`i32`, `u64`, `fp16`, `bf16`, `fp8e4nv`, `fp8e5`, `i1`) or
+Despina's (`int32`, `uint64`); the fp8 types only behind a pointer.
 
 A host `TensorDescriptor` parameter is `tensordesc<DTYPE[B0,B1,...]>`, its element type and block
 shape as Triton spells them (`tensordesc<fp16[128, 64]>`), with `,padding=nan` before the `>` for a

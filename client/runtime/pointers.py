@@ -128,8 +128,9 @@ def is_torch(value: Any) -> bool:
 # ---- the fast path's classification --------------------------------------------------------------
 # `classify(value) -> (key, launch value)`: the key holds everything the specialization reads from
 # the value (its type, the pointer's 16-byte alignment, an integer's width and whether it is 1 or
-# a multiple of 16, whether a float is greater than 0), so equal keys mean equal specializations; the launch value is what its
-# parameter slot gets. CONST marks a value that is no kernel parameter (None, a string, a dtype).
+# a multiple of 16, whether a float is greater than 0), so equal keys mean equal specializations;
+# the launch value is what its parameter slot gets. CONST marks a value that is no kernel parameter
+# (None, a string, a dtype).
 # A host TensorDescriptor's launch value is a tuple (no other launch value is one): the values of
 # its parameters `DescriptorArg.names`, which the dispatcher flattens for the launcher.
 

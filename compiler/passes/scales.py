@@ -30,10 +30,8 @@ import math
 from collections import Counter
 
 from ..ir.core import Block, Module, Op, Value
-from ..ir.types import TileType, elem_of
-from .rewrite import Emitter, Subst, constant_value, replace_results, resolve
-
-_ORDER = ("maximum", "minimum")
+from ..ir.types import TileType, Type, elem_of
+from .rewrite import Emitter, Subst, constant_value, replace_results, rewrite_block
 
 
 def take_out_scales(module: Module) -> Module:
@@ -42,7 +40,7 @@ def take_out_scales(module: Module) -> Module:
     fn = module.kernel
     args = set(module.attrs.get("positive", []) or [])
     scales = _Scales({a for i, a in enumerate(fn.args) if i in args}, Counter(v for op in fn.walk() for v in op.operands))
-    scales.block(fn.body, {})
+    rewrite_block(fn.body, scales.visit, {})
     return module
 
 
@@ -50,15 +48,10 @@ class _Scales:
     def __init__(self, positive: set[Value], uses: Counter[Value]) -> None:
         self.positive, self.uses = positive, uses
 
-    def block(self, block: Block, subst: Subst) -> None:
-        out: list[Op] = []
-        for op in block.ops:
-            op.operands = [resolve(subst, v) for v in op.operands]
-            for region in op.regions:
-                self.block(region, subst)
-            new = self.select(op, subst) if op.name == "select" else self.reduce(op, subst) if op.name == "reduce" else None
-            out.extend([op] if new is None else new)
-        block.ops = out
+    def visit(self, op: Op, subst: Subst) -> list[Op] | None:
+        if op.name == "select":
+            return self.select(op, subst)
+        return self.reduce(op, subst) if op.name == "reduce" else None
 
     def select(self, op: Op, subst: Subst) -> list[Op] | None:
         """select(c, x * S, inf) -> select(c, x, inf) * S, either way round."""
@@ -80,7 +73,7 @@ class _Scales:
 
     def reduce(self, op: Op, subst: Subst) -> list[Op] | None:
         """reduce max(x * S) -> reduce max(x) * s, with s splat to the result's shape."""
-        if len(op.operands) != 1 or _combiner(op.regions[0]) is None:
+        if len(op.operands) != 1 or not _max_or_min(op.regions[0]):
             return None
         product = _producer(op.operands[0], "mul")
         split = self.split(product) if product is not None else None
@@ -106,9 +99,7 @@ class _Scales:
         if isinstance(value, float):
             return value if value > 0 else None
         splat = _producer(v, "splat")
-        if splat is not None:
-            return splat.operands[0] if self.is_positive(splat.operands[0]) else None
-        return v if not isinstance(v.type, TileType) and self.is_positive(v) else None
+        return splat.operands[0] if splat is not None and self.is_positive(splat.operands[0]) else None
 
     def is_positive(self, v: Value) -> bool:
         if v in self.positive:
@@ -123,11 +114,11 @@ class _Scales:
         return any(self.is_positive(p) and isinstance(c := constant_value(q), float) and c >= 1
                    for p, q in ((a, b), (b, a)))
 
-    def shaped(self, emit: Emitter, scale: Value, ty: object) -> Value:
+    def shaped(self, emit: Emitter, scale: Value, ty: Type) -> Value:
         """`scale` as a value of type `ty` (the reduction's result: a scalar or a tile)."""
         number = self.uniform(scale)
         if isinstance(number, float):
-            return emit.const(number, ty)  # type: ignore[arg-type]
+            return emit.const(number, ty)
         assert number is not None
         return emit.op("splat", number, shape=list(ty.shape)) if isinstance(ty, TileType) else number
 
@@ -137,13 +128,10 @@ def _producer(v: Value, name: str) -> Op | None:
     return owner if isinstance(owner, Op) and owner.name == name else None
 
 
-def _combiner(region: Block) -> str | None:
-    """`maximum` or `minimum` when `region` combines its two arguments with that alone, NaNs not
-    propagated."""
+def _max_or_min(region: Block) -> bool:
+    """Whether `region` combines its two arguments with `maximum` or `minimum` alone, NaNs not propagated."""
     if len(region.ops) != 2:
-        return None
+        return False
     combine, done = region.ops
-    if (combine.name not in _ORDER or combine.attrs.get("propagate_nan", "none") != "none"
-            or set(combine.operands) != set(region.args) or list(done.operands) != combine.results):
-        return None
-    return combine.name
+    return (combine.name in ("maximum", "minimum") and combine.attrs.get("propagate_nan", "none") == "none"
+            and set(combine.operands) == set(region.args) and list(done.operands) == combine.results)

@@ -42,10 +42,10 @@ Each slot is handed over between the copies and the threads that read it in one 
   slower at 4096^3 and 13% slower at 8192^3 (H200: 0.89-0.90x Triton against 1.03x). Not where the
   body takes shared scratch (a flattened nest's epilogue, converting its accumulator through shared
   memory): it meets a CTA barrier every iteration for that anyway, and tutorial 09's persistent matmul
-  ran 1-2.4% slower named. With the epilogue's barrier moved into its branch instead (the allocator placing a
-  buffer of a branch behind its own barrier, so that the other iterations meet none), it ran 9-13%
-  slower on an H200 (128x128x64: 3 stages 0.91x Triton against 1.00x, 4 stages 0.87-0.90x against
-  0.99-1.00x; 94 -> 100 registers).
+  ran 1-2.4% slower named. With the epilogue's barrier moved into its branch instead (the allocator
+  placing a buffer of a branch behind its own barrier, so that the other iterations meet none), it ran
+  9-13% slower on an H200 (128x128x64: 3 stages 0.91x Triton against 1.00x, 4 stages 0.87-0.90x
+  against 0.99-1.00x; 94 -> 100 registers).
 
 Operands of wgmma dots (`Mma(version=3)`) are stored in swizzle atoms (`SwizzledShared.atoms`), which
 the instruction reads in place through descriptors, in a ring aligned to 1024 bytes. A wgmma dot
