@@ -219,7 +219,7 @@ class JITFunction(JitCallable):
                     raise TypeError(f"argument '{name}' of kernel '{self.__name__}': {exc}") from None
                 one = spec and ty.is_int() and not ty.is_bool() and int(value) == 1
                 div16 = spec and ty.is_int() and not ty.is_bool() and int(value) % 16 == 0
-                plus = spec and ty.is_floating() and value > 0
+                plus = spec and ty.is_floating() and float(value) > 0
                 key.append(("s", ty.name, one, div16, plus))
                 params.append((name, ty))
                 if one:
