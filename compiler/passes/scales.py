@@ -35,12 +35,13 @@ from .rewrite import Emitter, Subst, constant_value, replace_results, rewrite_bl
 
 
 def take_out_scales(module: Module) -> Module:
-    """Apply the rewrites above to the kernel of `module`; returns it, changed in place (`dce` removes
-    the products left unused)."""
-    fn = module.kernel
+    """Apply the rewrites above throughout `module` (the specialization's `positive` names arguments of its
+    kernel); returns it, changed in place (`dce` removes the products left unused)."""
     args = set(module.attrs.get("positive", []) or [])
-    scales = _Scales({a for i, a in enumerate(fn.args) if i in args}, Counter(v for op in fn.walk() for v in op.operands))
-    rewrite_block(fn.body, scales.visit, {})
+    for fn in module.functions:
+        positive = {a for i, a in enumerate(fn.args) if i in args} if fn.kernel else set()
+        scales = _Scales(positive, Counter(v for op in fn.walk() for v in op.operands))
+        rewrite_block(fn.body, scales.visit, {})
     return module
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from passes_util import filecheck, kernel, region, run
+from passes_util import filecheck, helper, kernel, region, run
 
 from despina.compiler.ir.builder import Builder
 from despina.compiler.ir.core import Value
@@ -107,3 +107,18 @@ def test_a_constant_positive_tile_scales_the_result_as_a_constant():
 def test_a_mask_of_a_finite_value_or_a_product_used_twice_keeps_the_product_in_place():
     assert "select(%2, %1" not in masked(0.0, None)
     assert "select(%2, %1" not in masked(-INF, None, twice=True)
+
+
+def test_a_helper_function_sees_constant_scales_only():
+    """`positive` names the kernel's arguments: a helper's (a `noinline` one's) are not known positive, its
+    constants are."""
+    m, b, (ptr, x, s) = kernel(PointerType(float32), F4x8, float32)
+    m.attrs["positive"] = [2]
+    b.create("return")
+    hb, (hx, hs) = helper(m, "h", [F4x8, float32], [TileType((4,), float32)])
+    by_arg = row_max(hb, hb.value("mul", [hx, hb.value("splat", [hs], shape=[4, 8])]))
+    by_constant = row_max(hb, hb.value("mul", [hx, hb.value("constant", type=F4x8, value=0.5)]))
+    hb.create("return", [hb.value("add", [by_arg, by_constant])])
+    out = run(m, take_out_scales, dce)
+    helper_text = out[out.index("func @h"):]
+    assert helper_text.count("reduce(%3)") == 1 and "value = 0.5} : tile<4xfp32>" in helper_text
