@@ -151,17 +151,14 @@ def compile_module(
                                     sharing if first.register_a_in_flight else None)
         if beside and ptx is not first.ptx:
             chosen = beside[0]
-    asm["gpuir"], asm["llir"] = chosen.gpuir, chosen.llir
-    gpuir_locs, optimized, shared, launch = chosen.gpuir_locs, chosen.llir, chosen.shared, chosen.launch
-    asm["ptx"] = ptx
-    asm["cubin"] = cubin
-    asm["lines"] = json.dumps(line_table(module, ir_locs, gpuir_locs, optimized, str(asm["ptx"])))
+    asm["gpuir"], asm["llir"], asm["ptx"], asm["cubin"] = chosen.gpuir, chosen.llir, ptx, cubin
+    asm["lines"] = json.dumps(line_table(module, ir_locs, chosen.gpuir_locs, chosen.llir, ptx))
     res = kernel_resources(cubin, log, name)
     metadata: dict[str, Any] = {
         "name": name,
         "target": tgt.arch,
         **options.as_dict(),
-        "shared": shared,
+        "shared": chosen.shared,
         "registers": res.registers,
         "spill_stores": res.spill_stores,
         "spill_loads": res.spill_loads,
@@ -174,5 +171,5 @@ def compile_module(
         "link_log": log,
         "ptxas_warnings": ptxas_warnings(log),
     }
-    metadata.update(launch)  # `prints`, `asserts`, `num_threads`: what a launch must do, and with how many threads
+    metadata.update(chosen.launch)  # `prints`, `asserts`, `num_threads`: what a launch must do, and with how many threads
     return NvptxKernel(name, asm, metadata)
