@@ -54,7 +54,14 @@ iteration besides the named ones, ran 1-2.4% slower named (0.953-0.992x Triton a
 barrier removed outright (unsafely: an upper bound) gave d64 about the same (429.7 -> 450.7 at 128x128).
 Handing slots back through an empty mbarrier each (every thread or every warp's first lane arriving, thread
 0 waiting for it) kept less of it: 107 -> 118 registers at d64 128x64 (0.96-0.98x the barrier's speed), and
-the d64 causal loop at 128x128 no longer fit two CTAs an SM in 128 registers (0.81x). A flattened loop
+the d64 causal loop at 128x128 no longer fit two CTAs an SM in 128 registers (0.81x). For a loop of one
+dot, neither of two other orders did better on an H200 (tutorial 09's kernels, fp16, 8 warps, 3 stages,
+TFLOP/s, each beside the barrier handoff in one run):
+- no CTA barrier, three slots, the last warp to retire a slot's group (a shared counter, `atom.inc`)
+  copying into it: 8192^3 descriptor matmul at 128x128x64 597.8 -> 533.3, persistent 501.3 -> 467.1;
+- the copies issued right after the dot, before a flattened nest's epilogue: persistent 128x128x64 at
+  4096^3 499.6 -> 502.5, at 8192^3 509.8 -> 513.7, the descriptor matmul within 2.1% either way.
+A flattened loop
 nest's asynchronous dots (`passes/flatten.py`) restart their accumulator on a tile's first K step through
 scale-d, and its epilogue's branch waits for their group.
 
