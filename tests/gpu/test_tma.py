@@ -115,13 +115,19 @@ def test_descriptor_matmul_matches_torch(hopper: Any, case: tuple[Any, ...]) -> 
                                                ((128, 256, 64), 3)])
 def test_every_trip_count_hands_the_slots_over(hopper: Any, block: tuple[int, int, int], stages: int) -> None:
     """Loops of 1 to stages + 4 iterations of one dot, their slots handed over at CTA barriers, with a spare slot
-    (2 and 4 stages, and 128x256) and without (128x128 with 3 stages, which keeps room for two blocks an SM: the
-    copies then wait behind a second barrier), against torch."""
+    (2 and 4 stages, and 128x256: the copies then go out right after the barrier, before the dots) and without
+    (128x128 with 3 stages, which keeps room for two blocks an SM: the copies then wait behind a second barrier),
+    against torch."""
     torch = hopper
+    bm, bn, bk = block
     for trips in range(1, stages + 5):
-        case = ("fp16", (256, 256, block[2] * trips), block, 8, stages, True)
+        case = ("fp16", (256, 256, bk * trips), block, 8, stages, True)
         a, b, c = _run(torch, case)
-        torch.testing.assert_close(c.double(), a.double() @ b.double(), rtol=1e-2, atol=1e-2 * (block[2] * trips) ** 0.5)
+        torch.testing.assert_close(c.double(), a.double() @ b.double(), rtol=1e-2, atol=1e-2 * (bk * trips) ** 0.5)
+    descs = (TensorDescriptor.from_tensor(a, [bm, bk]), TensorDescriptor.from_tensor(b.t(), [bn, bk]))
+    gpuir = _compiled(desc_matmul, (*descs, c, 256, 256, bk * trips, c.stride(0)),
+                      {"BM": bm, "BN": bn, "BK": bk, "B_NK": True}, 8, stages).asm["gpuir"]
+    assert ("copies before the dots" in gpuir) == (stages != 3 or bn == 256)
 
 
 @despina.jit
@@ -284,23 +290,30 @@ def test_two_stage_causal_attention_matches_sdpa(hopper: Any, dim: int, block_n:
     torch.testing.assert_close(out.view(shape), want, rtol=2e-2, atol=2e-2)
 
 
-@pytest.mark.parametrize("programs,k", [(3, 136), (200, 136), (3, 0), (2, 64)])
-def test_persistent_descriptor_matmul_matches_torch(hopper: Any, tmp_path: Path, programs: int, k: int) -> None:
+@pytest.mark.parametrize("programs,k", [(3, 136), (200, 136), (3, 0), (2, 64), (2, 448)])
+@pytest.mark.parametrize("bn,stages", [(256, 3), (128, 3), (128, 4)])
+def test_persistent_descriptor_matmul_matches_torch(hopper: Any, tmp_path: Path, programs: int, k: int, bn: int,
+                                                    stages: int) -> None:
     """benchmarks/kernels.py's tutorial-09 persistent kernel, its loop nest flattened: each of `programs`
-    programs loops over output tiles (3: several tiles each, the next tile's copies issued during this
-    one's epilogue; 200: more programs than tiles), ragged M, N and K (one K step; none: the nest as
-    written runs, and C is 0), B as [N, K] through `.T`, C through a descriptor store."""
+    programs loops over output tiles (2 or 3: several tiles each, the next tile's copies issued during this
+    one's epilogue; 200: more programs than tiles), ragged M, N and K (one K step, several; none: the nest as
+    written runs, and C is 0), B as [N, K] through `.T`, C through a descriptor store. TMA copies A and B where K is
+    a multiple of 16 (their rows' stride: the others are cp.async copies of masked loads); at 128x128 the ring then
+    has a spare slot and each iteration's copies go out before its dots (gpuir/pipeline.py), at 128x256 after them."""
     torch = hopper
     kernels = benchmark_kernels.load(tmp_path)
     m, n = 300, 520
     a, b = (_operand(torch, "fp16", (rows, max(k, 8)), seed)[:, :k] for rows, seed in ((m, 7), (n, 8)))
     c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)
-    descs = [TensorDescriptor.from_tensor(t, block) for t, block in ((a, [128, 64]), (b, [256, 64]), (c, [128, 256]))]
-    tiles = despina.cdiv(m, 128) * despina.cdiv(n, 256)
-    kernels.matmul_tma_persistent_kernel[(min(programs, tiles),)](*descs, m, n, k, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64,
-                                                                  GROUP_SIZE_M=8, NUM_SMS=min(programs, tiles),
-                                                                  num_warps=8, num_stages=3)
+    descs = [TensorDescriptor.from_tensor(t, block) for t, block in ((a, [128, 64]), (b, [bn, 64]), (c, [128, bn]))]
+    tiles = despina.cdiv(m, 128) * despina.cdiv(n, bn)
+    consts = {"BLOCK_M": 128, "BLOCK_N": bn, "BLOCK_K": 64, "GROUP_SIZE_M": 8, "NUM_SMS": min(programs, tiles)}
+    kernels.matmul_tma_persistent_kernel[(min(programs, tiles),)](*descs, m, n, k, **consts, num_warps=8,
+                                                                  num_stages=stages)
     torch.testing.assert_close(c.double(), (a.double() @ b.double().T).half().double(), rtol=1e-2, atol=5e-2)
+    gpuir = _compiled(kernels.matmul_tma_persistent_kernel, (*descs, m, n, k), consts, 8, stages).asm["gpuir"]
+    fused = next(line for line in gpuir.splitlines() if 'flattened = "yes' in line)
+    assert ("copies before the dots" in fused) == (bn == 128 and k > 0 and k % 16 == 0)
 
 
 # ---- TMA stores ----------------------------------------------------------------------------------

@@ -36,7 +36,10 @@ The copies come after the body, as in Triton's loop: an iteration starts with it
 and mma, and the copies are issued while the tensor cores work through them. Issued first, the
 copies and their address arithmetic stood between the wait and the first mma in every iteration
 (the LDGSTS ahead of the LDSM in the memory pipeline), and the tutorial matmul ran at 0.92x
-Triton's mma.sync path on an H100 (128x128x64 and 128x256x64, 8 warps, 3 stages).
+Triton's mma.sync path on an H100 (128x128x64 and 128x256x64, 8 warps, 3 stages). TMA's copies into
+the spare slot of a wgmma loop do come first, right after the barrier (`LoopPipeline.copies_first`;
+`gpuir.pipeline` has the figures): they are one thread's few instructions, and the iteration then
+evaluates again, for itself, the part of their ahead slice it reads.
 
 Descriptor loads that TMA copies (`tma.py`) are issued by thread 0 alone, for an iteration of the loop
 (none past its end), as one `mbarrier.arrive.expect_tx` of the stage's bytes on the slot's full
@@ -481,13 +484,20 @@ def pipelined_for(ctx: Lowering, op: Op, args: list[Regs], plan: LoopPipeline) -
         ctx.shared.loop_begin()
         hand.take(slot, phase)
         write = _write_slot(ctx, plan, slot)
-        yields = pipe.iteration(iv, [list(r) for r in carried], slot)
-        turn = _Turn(ctx, iv, lo, hi, step, pipe.signed, stages)
-        hand.give_back(slot, phase, write, turn)
-        next_ahead: dict[int, Regs] = {}
-        if not specialized:
-            next_ahead = pipe.issue(turn.ahead, hi, dict(zip(plan.carried, map(list, ahead_phis))), write)
+
+        def copies(turn: _Turn) -> dict[int, Regs]:
+            """The copies of iteration i + S-1 into `write`; the ahead values it carries to the next iteration."""
+            ahead = pipe.issue(turn.ahead, hi, dict(zip(plan.carried, map(list, ahead_phis))), write)
             hand.landing(write)
+            return ahead
+
+        first = _Turn(ctx, iv, lo, hi, step, pipe.signed, stages) if plan.copies_first else None
+        next_ahead = copies(first) if first is not None else {}
+        yields = pipe.iteration(iv, [list(r) for r in carried], slot)
+        turn = first or _Turn(ctx, iv, lo, hi, step, pipe.signed, stages)
+        hand.give_back(slot, phase, write, turn)
+        if not specialized and first is None:
+            next_ahead = copies(turn)
         ctx.loop_body_end()
         latch = b.block
         wraps = b.icmp_unsigned("==", slot, const(i32, slots - 1))

@@ -26,7 +26,7 @@ from despina.compiler.backends.gpuir.tma import shared_layout  # noqa: E402
 from despina.runtime import kernels  # noqa: E402
 from despina.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
 
-from .loops import loop_with  # noqa: E402
+from .loops import loop_with, loops  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[4]
 
@@ -347,6 +347,43 @@ def test_a_flattened_persistent_loop_keeps_its_group_in_flight_and_waits_in_the_
     plain = despina.compile(persistent_matmul, sig, {**consts, "FLATTEN": False}, num_warps=8, num_stages=3,
                             target="sm_90a")
     assert "flattened" not in plain.asm["gpuir"]
+
+
+def _fused(kernel: Any) -> str:
+    return next(line for line in kernel.asm["gpuir"].splitlines() if 'flattened = "yes' in line)
+
+
+@pytest.mark.parametrize("stages", [3, 4])
+def test_copies_into_the_spare_slot_go_out_before_the_dots(stages: int) -> None:
+    """At 128x128 the flattened loop's ring takes a spare slot (4 slots for 3 stages, 5 for 4), which the barrier at
+    the top of an iteration has already given back: its TMA copies are issued right after that barrier, before the
+    iteration's wgmma, not after its wait (gpuir/pipeline.py: tutorial 09's persistent matmul 1.07x Triton)."""
+    sig = "*fp16:16,*fp16:16,*fp16:16,i32,i32,i32:16"
+    consts = {"BM": 128, "BN": 128, "BK": 64, "PROGRAMS": 132, "FLATTEN": True}
+    k = despina.compile(persistent_matmul, sig, consts, num_warps=8, num_stages=stages, target="sm_90a")
+    assert f"in {stages + 1} slots, wgmma waits with 1 group in flight, copies before the dots" in _fused(k)
+    body = next(loop for loop in loops(k.asm["ptx"]) if "mbarrier.try_wait" in loop and "wgmma.mma_async" in loop)
+    barrier, copy = body.index("bar.sync"), body.index("cp.async.bulk.tensor")
+    assert barrier < copy < body.index("wgmma.mma_async") < body.index("wgmma.wait_group.sync.aligned 1;")
+    assert body.count("cp.async.bulk.tensor") == 2 and k.metadata["spill_stores"] == 0
+
+
+def test_copies_without_a_spare_slot_or_through_cp_async_come_after_the_dots(tmp_path: Any) -> None:
+    """The copies go first only into a spare slot the barrier has given back, and only TMA's: not where the copies
+    wait behind a second barrier (128x256: no room for a spare slot), where slots are given back on named barriers
+    (attention), where a producer issues them (warp specialization), nor where every thread copies with cp.async
+    (a pointer matmul, whose ring has its spare slot too)."""
+    sig = "*fp16:16,*fp16:16,*fp16:16,i32,i32,i32:16"
+    wide = despina.compile(persistent_matmul, sig, {"BM": 128, "BN": 256, "BK": 64, "PROGRAMS": 132, "FLATTEN": True},
+                           num_warps=8, num_stages=3, target="sm_90a")
+    pointers = despina.compile(benchmark_kernels.load(tmp_path).matmul_kernel,
+                               "*fp16:16,*fp16:16,*fp16:16,i32:16,i32:16,i32:16,i32:16,i32:1,i32:16,i32:1,i32:16,i32:1",
+                               {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}, num_warps=8, num_stages=4,
+                               target="sm_90a")
+    assert "copies after a second barrier" in _fused(wide) and "copies before" not in _fused(wide)
+    assert "in 5 slots" in pointers.asm["gpuir"]
+    for k in (pointers, attention_tma(64, False, tmp_path), attention_tma(128, False, tmp_path, ws=True)):
+        assert "copies before the dots" not in k.asm["gpuir"]
 
 
 # ---- stores --------------------------------------------------------------------------------------
