@@ -39,7 +39,9 @@ copies and their address arithmetic stood between the wait and the first mma in 
 Triton's mma.sync path on an H100 (128x128x64 and 128x256x64, 8 warps, 3 stages). TMA's copies into
 the spare slot of a wgmma loop do come first, right after the barrier (`LoopPipeline.copies_first`;
 `gpuir.pipeline` has the figures): they are one thread's few instructions, and the iteration then
-evaluates again, for itself, the part of their ahead slice it reads.
+evaluates again, for itself, the part of their ahead slice it reads. The tutorial matmul's cp.async copies
+issued there too moved its 8192^3 rows on an H200 within 2% either way (fp16 and bf16, 128x128x64 and
+128x256x64, 3 and 4 stages, 8 warps: 128x256 s3 584.9 -> 596.5 TFLOP/s, 128x128 s3 512.0 -> 502.5).
 
 Descriptor loads that TMA copies (`tma.py`) are issued by thread 0 alone, for an iteration of the loop
 (none past its end), as one `mbarrier.arrive.expect_tx` of the stage's bytes on the slot's full
