@@ -65,7 +65,7 @@ class _Scales:
             split = self.split(product)
             if split is None:
                 continue
-            x, scale = split
+            x, scale, _ = split
             emit = Emitter([], op.loc)
             picked = emit.op("select", cond, x, other) if first else emit.op("select", cond, other, x)
             replace_results(subst, op, [emit.op("mul", picked, scale)])
@@ -80,18 +80,20 @@ class _Scales:
         split = self.split(product) if product is not None else None
         if split is None:
             return None
-        x, scale = split
+        x, _, number = split
         emit = Emitter([], op.loc)
         inner = Op("reduce", [x], [op.result.type], dict(op.attrs), op.regions, op.loc)
         emit.ops.append(inner)
-        replace_results(subst, op, [emit.op("mul", inner.result, self.shaped(emit, scale, op.result.type))])
+        replace_results(subst, op, [emit.op("mul", inner.result, _shaped(emit, number, op.result.type))])
         return emit.ops
 
-    def split(self, product: Op) -> tuple[Value, Value] | None:
-        """(x, S) of a float product x * S (or S * x) whose S is one positive number in every element."""
+    def split(self, product: Op) -> tuple[Value, Value, Value | float] | None:
+        """(x, S, s) of a float product x * S (or S * x) whose S holds one positive number s in every element (a
+        value, or a constant's number)."""
         for x, scale in (product.operands, reversed(product.operands)):
-            if elem_of(x.type).is_floating() and self.uniform(scale) is not None:
-                return x, scale
+            number = self.uniform(scale) if elem_of(x.type).is_floating() else None
+            if number is not None:
+                return x, scale, number
         return None
 
     def uniform(self, v: Value) -> Value | float | None:
@@ -115,13 +117,13 @@ class _Scales:
         return any(self.is_positive(p) and isinstance(c := constant_value(q), float) and c >= 1
                    for p, q in ((a, b), (b, a)))
 
-    def shaped(self, emit: Emitter, scale: Value, ty: Type) -> Value:
-        """`scale` as a value of type `ty` (the reduction's result: a scalar or a tile)."""
-        number = self.uniform(scale)
-        if isinstance(number, float):
-            return emit.const(number, ty)
-        assert number is not None
-        return emit.op("splat", number, shape=list(ty.shape)) if isinstance(ty, TileType) else number
+
+def _shaped(emit: Emitter, number: Value | float, ty: Type) -> Value:
+    """The scale `number` (a value, or a constant's number) as a value of type `ty` (the reduction's result: a
+    scalar or a tile)."""
+    if isinstance(number, float):
+        return emit.const(number, ty)
+    return emit.op("splat", number, shape=list(ty.shape)) if isinstance(ty, TileType) else number
 
 
 def _producer(v: Value, name: str) -> Op | None:
