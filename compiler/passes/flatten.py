@@ -15,7 +15,8 @@ next tile's operands while the current tile's last products and epilogue run:
                                                          if j % n_k == n_k - 1: post(t, c); c = c0(t)
                                                          if j % n_k == n_k - 1: pre(t + s); p = p0(t + s)
                                                 else:
-                                                    the loop nest as written
+                                                    the loop nest, its inner loop's results its
+                                                    initial values (it runs no iteration)
 
 `c` are the inner loop's values that `post` reads (its accumulators), `p` the others (pointers it steps).
 The outer induction variable and the inner step's index are carried (not divided out of the flat index).
@@ -230,8 +231,14 @@ def _flatten(loop: Op) -> tuple[list[Op], list[Value]]:
                [*(v.type for v in inits), *(v.type for v in tiles), ty, ty],
                {**attrs, RESULT: f"yes: {n_inner} values of the inner loop carried, its bounds outside the nest"},
                [flat], loop.loc)
+    # The nest's copy runs where the inner loop runs no iteration: its results are its initial values.
+    empty = Block([a.type for a in body.args], [a.hint for a in body.args])
+    emap: Subst = dict(zip(body.args, empty.args))
+    empty.ops += [clone_op(op, emap) for op in pre]
+    emap.update(zip(inner.results, (emap.get(v, v) for v in inner.operands[3:])))
+    empty.ops += [clone_op(op, emap) for op in [*post, yields]]
     nest = Op("for", list(loop.operands), [r.type for r in loop.results], {**attrs, RESULT: "no: its inner loop runs no "
-              "iteration (this copy runs then)"}, [body], loop.loc)
+              "iteration (this copy runs then, without it)"}, [empty], loop.loc)
     guard = Op("if", [emit.op("cmp", n_k, emit.const(0, ty), pred="gt")], [r.type for r in loop.results], {},
                (Block(), Block()), loop.loc)
     guard.regions[0].ops += [fused, Op("yield", fused.results[:n_outer], [], {}, (), loop.loc)]
