@@ -200,7 +200,7 @@ def test_the_flattened_persistent_loop_is_specialized_its_guard_computed_by_the_
     said = _specialized(k.asm["gpuir"])
     assert said[0].startswith("yes") and k.metadata["num_threads"] == 384
     assert k.metadata["setmaxnreg"].startswith("yes")
-    assert said[1] == "no: another loop of the kernel is warp-specialized"  # the nest as written, for K = 0
+    assert said[1] == "no: another loop of the kernel is warp-specialized"  # the nest's copy, for K = 0
     fused = next(line for line in k.asm["gpuir"].splitlines() if 'flattened = "yes' in line)
     assert "wgmma waits with 1 group in flight" in fused
     assert k.metadata["spill_stores"] == 0 and k.metadata["ptxas_warnings"] == []
