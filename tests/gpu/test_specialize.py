@@ -66,10 +66,13 @@ def test_the_specialized_descriptor_matmul_matches_torch(hopper: Any, tmp_path: 
     torch.testing.assert_close(c.double(), _want(torch, a, b), rtol=1e-2, atol=5e-2)
 
 
-@pytest.mark.parametrize("programs,k", [(3, 136), (200, 136), (3, 0), (132, 4096)])
+@pytest.mark.parametrize("programs,k", [(3, 136), (200, 136), (3, 0), (132, 4096), (3, 448), (2, 2048)])
 @pytest.mark.parametrize("bn,stages", [(128, 3), (256, 3), (128, 4)])
 def test_the_specialized_persistent_matmul_matches_torch(hopper: Any, tmp_path: Path, programs: int, k: int, bn: int,
                                                          stages: int) -> None:
+    """Ragged shapes over 3 programs (5 or 3 tiles each; K = 136 and 0 copy by cp.async and are not specialized),
+    200 (one tile or none each), 132 and 2: where a program runs several tiles, its epilogues reuse their shared
+    memory, which the consumers' barrier at the end of every iteration guards (lower/pipeline.py)."""
     torch = hopper
     kernels = benchmark_kernels.load(tmp_path)
     m, n = 300, 520

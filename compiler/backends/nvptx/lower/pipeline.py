@@ -55,7 +55,10 @@ at 128x128 blocks and 3 stages 420.7 -> 444.2 TFLOP/s (causal 352.7 -> 364.0), a
 (319.6 -> 327.4); (4,32,4096,128) at 128x64 464.3 -> 498.4 (410.6 -> 444.5), at 128x128 and 2 stages 450
 either way (397.0 -> 409.8). A body that takes shared scratch keeps the barrier (`gpuir.pipeline`):
 tutorial 09's persistent matmul, whose epilogue's scratch then took a CTA barrier at the end of every
-iteration besides the named ones, ran 1-2.4% slower named (0.953-0.992x Triton against 0.976-1.016x). The
+iteration besides the named ones, ran 1-2.4% slower named (0.953-0.992x Triton against 0.976-1.016x). A
+warp-specialized loop's consumers end each iteration with that barrier (their iterations meet no other); ending
+only the epilogue's branch with it moved the specialized persistent rows within 2.5% either way on an H200
+(0.989-1.246x Triton against 0.994-1.249x), though ncu counted 42% of the consumers' stalls at it. The
 barrier removed outright (unsafely: an upper bound) gave d64 about the same (429.7 -> 450.7 at 128x128).
 Handing slots back through an empty mbarrier each (every thread or every warp's first lane arriving, thread
 0 waiting for it) kept less of it: 107 -> 118 registers at d64 128x64 (0.96-0.98x the barrier's speed), and
