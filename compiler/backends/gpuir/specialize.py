@@ -23,9 +23,11 @@ the smaller K. 8192x8192xK with 3 stages: K 512 532.5 -> 499.4 TFLOP/s, 1024 579
 tile, which at small K outlasts the other's products, and at large K the epilogue it hides is a few percent of
 the time that one warpgroup's products alone did not win back: by ncu, at 8192^3 with 4 stages the tensor pipe
 is busy 93% of the cooperating loop's cycles (the SM clock held at 1.44 GHz by power) and 87% of the turns'
-(2.23 -> 2.38 M cycles); at K 512, 62% and 58%. (A warpgroup that skips the other's tiles must start a tile
-only once the other has taken the last slot of the tile before: a wait names a full barrier's phase by its
-parity, and a slot two phases on reads as done.)
+(2.23 -> 2.38 M cycles); at K 512, 62% and 58%. A 64x256 tile a warpgroup (one m64n256 wgmma a K step of 16,
+not two m64n128) ran 644.6 against the cooperating 620.6 at 8192^3 with 3 stages, 603.2 against 606.8 at
+4096^3 and 552.0 against 570.3 at 8192x8192x1024, all below the cooperating 128x256 (684.2, 677.8, 605.9). (A
+warpgroup that skips the other's tiles must start a tile only once the other has taken the last slot of the
+tile before: a wait names a full barrier's phase by its parity, and a slot two phases on reads as done.)
 
 The producer is one warp: a warpgroup would cost the block 96 threads and their registers (the plain
 128x128x64 loop with 3 stages kept its two blocks an SM: 0.73x with 128). Where shared memory holds the SM
