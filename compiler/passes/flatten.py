@@ -125,6 +125,14 @@ def _per_tile(loop: Op, pre: list[Op], inner: Op, fresh: list[int]) -> list[Valu
     return read
 
 
+def _around(pre: list[Op], inner: Op, results: list[Value], post: list[Op], mapping: Subst) -> list[Op]:
+    """`pre` and `post` cloned through `mapping` (which gains their values), the inner loop's results taken as
+    `results`, each looked up in `mapping` once `pre` is cloned."""
+    ops = [clone_op(op, mapping) for op in pre]
+    mapping.update(zip(inner.results, [mapping.get(v, v) for v in results]))
+    return ops + [clone_op(op, mapping) for op in post]
+
+
 def _flatten(loop: Op) -> tuple[list[Op], list[Value]]:
     body = loop.regions[0]
     at = next(i for i, op in enumerate(body.ops) if op.regions)
@@ -192,9 +200,7 @@ def _flatten(loop: Op) -> tuple[list[Op], list[Value]]:
     # the pipeline evaluates for the iteration S-1 ahead, and is not computed a second time every iteration.
     then = Block()
     tmap: Subst = {body.args[0]: t, **dict(zip(body.args[1:], outer_args))}
-    then.ops += [clone_op(op, tmap) for op in pre]
-    tmap.update(zip(inner.results, done))
-    then.ops += [clone_op(op, tmap) for op in post]
+    then.ops += _around(pre, inner, done, post, tmap)
     starts_again = [tmap.get(inner.operands[3 + i], inner.operands[3 + i]) for i in through]
     then.ops.append(Op("yield", [*(tmap.get(v, v) for v in yields.operands), *starts_again], [], {}, (), yields.loc))
     other = Block()
@@ -234,9 +240,7 @@ def _flatten(loop: Op) -> tuple[list[Op], list[Value]]:
     # The nest's copy runs where the inner loop runs no iteration: its results are its initial values.
     empty = Block([a.type for a in body.args], [a.hint for a in body.args])
     emap: Subst = dict(zip(body.args, empty.args))
-    empty.ops += [clone_op(op, emap) for op in pre]
-    emap.update(zip(inner.results, (emap.get(v, v) for v in inner.operands[3:])))
-    empty.ops += [clone_op(op, emap) for op in [*post, yields]]
+    empty.ops += _around(pre, inner, inner.operands[3:], [*post, yields], emap)
     nest = Op("for", list(loop.operands), [r.type for r in loop.results], {**attrs, RESULT: "no: its inner loop runs no "
               "iteration (this copy runs then, without it)"}, [empty], loop.loc)
     guard = Op("if", [emit.op("cmp", n_k, emit.const(0, ty), pred="gt")], [r.type for r in loop.results], {},
