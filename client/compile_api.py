@@ -26,7 +26,7 @@ from despina.compiler.ir.printer import print_module
 from despina.language.core import constexpr
 
 from .jit import JITFunction, build_module
-from .signature import POSITIVE, DescriptorEntry, Entry, Signature, SignatureError, bind
+from .signature import POSITIVE, POSITIVE_16, DescriptorEntry, Entry, Signature, SignatureError, bind
 
 _INSPECT_NO_SASS = "no SASS: nvdisasm was not found; install it with `pip install nvidia-cuda-nvdisasm`"
 DAEMON_STAGES = ("ir", "gpuir", "llir", "ptx", "sass", "cubin")
@@ -175,11 +175,11 @@ def specialize(fn: JITFunction, signature: Signature, constexprs: Mapping[str, A
             params.append((name, constexpr(entry.arg)))
         for part, e in entry.parts(name) if isinstance(entry, DescriptorEntry) else [(name, entry)]:
             params.append((part, e.type))
-            if e.hint == 16:
+            if e.hint in (16, POSITIVE_16):
                 divisible.append(index)
             elif e.hint == 1:
                 equal_to_1.append(index)
-            elif e.hint == POSITIVE:
+            if e.hint in (POSITIVE, POSITIVE_16):
                 positive.append(index)
             index += 1
     attrs = {"divisibility": divisible, "equal_to_1": equal_to_1, "positive": positive}

@@ -194,8 +194,11 @@ class JITFunction(JitCallable):
         divisible: list[int] = []
         equal_to_1: list[int] = []
         positive: list[int] = []
+        parts: set[str] = set()  # a descriptor's sizes and strides, which specialize on 1 and 16 alone
         for name, value in expand(bound).items():
             value = unwrap(value)
+            if isinstance(value, DescriptorArg):
+                parts.update(value.names(name))
             spec = name not in self.do_not_specialize
             if name in self.constexpr_names or value is None or isinstance(value, (str, _t.ScalarType, tuple,
                                                                                    DescriptorArg)):
@@ -219,7 +222,9 @@ class JITFunction(JitCallable):
                     raise TypeError(f"argument '{name}' of kernel '{self.__name__}': {exc}") from None
                 one = spec and ty.is_int() and not ty.is_bool() and int(value) == 1
                 div16 = spec and ty.is_int() and not ty.is_bool() and int(value) % 16 == 0
-                plus = spec and ty.is_floating() and float(value) > 0
+                # a float > 0 (passes/scales.py), an int that is a positive multiple of 16 (a stride TMA can step
+                # by: gpuir/pointer_tiles.py)
+                plus = spec and (float(value) > 0 if ty.is_floating() else div16 and int(value) > 0 and name not in parts)
                 key.append(("s", ty.name, one, div16, plus))
                 params.append((name, ty))
                 if one:

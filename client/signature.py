@@ -2,7 +2,9 @@
 
 One entry per run-time parameter of the kernel, in order: a type, `*` before it for a pointer to
 that type, and an optional `:16` hint (a pointer aligned to 16 bytes, an integer divisible by 16),
-`:1` (an integer equal to 1) or `:+` (a float greater than 0, as a launch with one specializes).
+`:1` (an integer equal to 1), `:+` (a float greater than 0, as a launch with one specializes) or `:16+`
+(an integer that is a positive multiple of 16: a row stride the tensor memory accelerator can step by, which
+a pointer load needs to be copied by TMA, gpuir/pointer_tiles.py; a launch specializes such integers so).
 Types are Triton's short names (`i32`, `u64`, `fp16`, `bf16`, `fp8e4nv`, `fp8e5`, `i1`) or
 Despina's (`int32`, `uint64`); the fp8 types only behind a pointer.
 
@@ -36,6 +38,7 @@ _TRITON = {
 _ALIASES = {**{v: k for k, v in _TRITON.items()}, "u1": "int1", "f16": "fp16", "f32": "fp32", "f64": "fp64"}
 HINTS = (1, 16)
 POSITIVE = "+"
+POSITIVE_16 = "16+"
 DESCRIPTOR = "tensordesc"
 _DESCRIPTOR_FORM = re.compile(r"tensordesc\s*<\s*(?P<dtype>[^\[\]<>,]*?)\s*\[(?P<block>[^\[\]<>]*)\]\s*"
                               r"(?:,\s*padding\s*=\s*(?P<padding>[^\[\]<>,]*?)\s*)?>")
@@ -51,7 +54,7 @@ class SignatureError(ValueError):
 @dataclass(frozen=True)
 class SignatureEntry:
     """One run-time parameter: its IR type and its hint (0: none, 1: equal to 1, 16: divisible by 16,
-    `POSITIVE`: a float greater than 0)."""
+    `POSITIVE`: a float greater than 0, `POSITIVE_16`: an integer that is a positive multiple of 16)."""
 
     type: ScalarType | PointerType
     hint: int | str = 0
@@ -163,12 +166,16 @@ def parse_entry(text: str) -> Entry:
     ty = parse_type(head)
     if not sep:
         return SignatureEntry(ty)
+    is_int = isinstance(ty, ScalarType) and ty.is_int() and not ty.is_bool()
     if hint_text.strip() == POSITIVE:
         if not (isinstance(ty, ScalarType) and ty.is_floating()):
             raise SignatureError(f"hint :{POSITIVE} in {text.strip()!r} applies to floats only")
         return SignatureEntry(ty, POSITIVE)
+    if hint_text.strip() == POSITIVE_16:
+        if not is_int:
+            raise SignatureError(f"hint :{POSITIVE_16} in {text.strip()!r} applies to integers only")
+        return SignatureEntry(ty, POSITIVE_16)
     hint = _hint(hint_text, text)
-    is_int = isinstance(ty, ScalarType) and ty.is_int() and not ty.is_bool()
     if hint == 1 and not is_int or hint == 16 and not (is_int or isinstance(ty, PointerType)):
         what = "integers" if hint == 1 else "pointers and integers"
         raise SignatureError(f"hint :{hint} in {text.strip()!r} applies to {what} only")
@@ -179,11 +186,11 @@ def _hint(hint_text: str, text: str) -> int:
     try:
         hint = int(hint_text.strip())
     except ValueError:
-        raise SignatureError(f"hint {hint_text.strip()!r} in {text.strip()!r} is not a number: use :16, :1 or "
-                             f":{POSITIVE}") from None
+        raise SignatureError(f"hint {hint_text.strip()!r} in {text.strip()!r} is not a number: use :16, :1, "
+                             f":{POSITIVE} or :{POSITIVE_16}") from None
     if hint not in HINTS:
-        raise SignatureError(f"hint :{hint} in {text.strip()!r}: use :16 (aligned / divisible by 16), :1 (equal to 1) "
-                             f"or :{POSITIVE} (a float greater than 0)")
+        raise SignatureError(f"hint :{hint} in {text.strip()!r}: use :16 (aligned / divisible by 16), :1 (equal to 1), "
+                             f":{POSITIVE} (a float greater than 0) or :{POSITIVE_16} (a positive multiple of 16)")
     return hint
 
 

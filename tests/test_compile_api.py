@@ -51,7 +51,7 @@ def scaled_max_kernel(x_ptr, out_ptr, scale, N: tl.constexpr):
     tl.store(out_ptr, tl.max(tl.load(x_ptr + tl.arange(0, N)) * scale, 0))
 
 
-SIG = "*fp32:16,*fp32:16,*fp32:16,i32:16"
+SIG = "*fp32:16,*fp32:16,*fp32:16,i32:16+"  # n = 1024: a positive multiple of 16, as a launch specializes it
 OPTIONS = CompileOptions()
 
 
@@ -162,7 +162,7 @@ def test_compile_keeps_every_stage(compiled):
     assert (md["name"], md["target"], md["num_warps"], md["num_stages"], md["num_threads"]) == (
         "add_kernel", "sm_90", 4, 3, 128)
     assert md["registers"] > 0
-    assert compiled.signature == ("*fp32:16", "*fp32:16", "*fp32:16", "i32:16")
+    assert compiled.signature == ("*fp32:16", "*fp32:16", "*fp32:16", "i32:16+")
     assert compiled.constexprs == {"BLOCK": 1024}
     assert "add_kernel" in repr(compiled)
 
@@ -227,7 +227,7 @@ DESC_BLOCKS = ([128, 64], [128, 64], [128, 128])
 # of 16 (TMA's case), or none of them (8 mod 16: rows still whole 16-byte units, as a TensorDescriptor requires).
 DESC_CASES = {
     "multiples of 16": ((256, 256, 256), "tensordesc<fp16[128,64]>:16,tensordesc<fp16[128, 64]>:16,"
-                                         "tensordesc<fp16[128,128]>:16,i32:16,i32:16,i32:16"),
+                                         "tensordesc<fp16[128,128]>:16,i32:16+,i32:16+,i32:16+"),
     "no hints": ((200, 136, 72), "tensordesc<fp16[128,64]>,tensordesc<fp16[128,64]>,tensordesc<fp16[128,128]>,i32,i32,i32"),
 }
 DESC_OPTIONS = CompileOptions(num_warps=8, num_stages=3)
@@ -265,7 +265,7 @@ def test_a_descriptors_padding_is_part_of_its_entry():
     options = CompileOptions()
     bound = desc_nan_kernel.bind((TensorDescriptor.from_tensor(x, [16, 16], padding="nan"), x, 64), {"BLOCK": 16})
     module = desc_nan_kernel.ir(desc_nan_kernel.specialize(bound, options), options)
-    params, attrs, _, _ = specialize(desc_nan_kernel, "tensordesc<fp32[16,16],padding=nan>:16,*fp32:16,i32:16",
+    params, attrs, _, _ = specialize(desc_nan_kernel, "tensordesc<fp32[16,16],padding=nan>:16,*fp32:16,i32:16+",
                                      {"BLOCK": 16})
     attrs.update(num_warps=4, num_stages=3)
     assert print_module(build_module(desc_nan_kernel, params, attrs, debug=False)[0]) == print_module(module)

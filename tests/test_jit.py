@@ -45,13 +45,16 @@ X = np.zeros(64, np.float32)
 # ---- specialization ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("n", "one", "div16"), [(1, True, False), (16, False, True), (48, False, True), (17, False, False),
-                                                 (0, False, True)])
-def test_integers_equal_to_1_or_divisible_by_16_specialize(n, one, div16):
+@pytest.mark.parametrize(("n", "one", "div16", "plus"), [(1, True, False, False), (16, False, True, True),
+                                                         (48, False, True, True), (17, False, False, False),
+                                                         (0, False, True, False), (-32, False, True, False)])
+def test_integers_equal_to_1_or_divisible_by_16_specialize(n, one, div16, plus):
+    """A positive multiple of 16 is keyed apart from 0 and negative ones: TMA steps by it (gpuir/pointer_tiles.py)."""
     spec = spec_of(copy_kernel, X, X, n, 2, BLOCK=16)
-    assert scalar_key(spec, 2) == ("s", "int32", one, div16, False)
+    assert scalar_key(spec, 2) == ("s", "int32", one, div16, plus)
     assert (2 in spec.attrs["equal_to_1"]) == one
     assert (2 in spec.attrs["divisibility"]) == div16
+    assert (2 in spec.attrs["positive"]) == plus
     assert scalar_key(spec, 3) == ("s", "int32", False, False, False)
 
 

@@ -26,6 +26,8 @@ fp16 = ScalarType("fp16")
         ("*fp8e5", PointerType(ScalarType("fp8e5")), 0),
         ("fp32:+", float32, "+"),
         ("f16 : + ", fp16, "+"),
+        ("i32:16+", int32, "16+"),
+        ("u64 : 16+", ScalarType("uint64"), "16+"),
     ],
 )
 def test_entries_parse(text, ty, hint):
@@ -49,7 +51,9 @@ def test_entries_print_in_triton_names():
         ("i1:16", "pointers and integers only"),
         ("i32:+", "floats only"),
         ("*fp32:+", "floats only"),
-        ("fp32:-", "use :16, :1 or :\\+"),
+        ("fp32:-", "use :16, :1, :\\+ or :16\\+"),
+        ("fp32:16+", "integers only"),
+        ("*fp16:16+", "integers only"),
         ("", "empty signature entry"),
         ("fp8e4nv", "fp8 arguments are arrays \\('\\*fp8e4nv'\\)"),
     ],

@@ -285,7 +285,8 @@ class Dispatcher:
 # that hash at once (no classifier's key equals one of them, so a key part still tells the kinds
 # apart): a torch tensor of the class the kernel met first (`_d_tensor`, set by `Dispatcher.learn`)
 # keys on its dtype, or on (_MISALIGNED, dtype) off a 16-byte boundary; an int (exactly) in int32's
-# range on 1, 16 (a multiple of 16) or 0, as `pointers._int` tells them apart; a float on "f32+" when it
+# range on 1, 16 (a positive multiple of 16), -16 (another multiple: 0 or negative) or 0, as `pointers._int`
+# tells them apart; a float on "f32+" when it
 # is greater than 0, else "f32".
 _CLASSIFY = """\
 _d_c = _d_type(_d_p{i})
@@ -295,7 +296,7 @@ if _d_c is _d_tensor:
     _d_v{i} = _d_p{i}.data_ptr()
     _d_k{i} = _d_p{i}.dtype if not _d_v{i} & 15 else (_d_misaligned, _d_p{i}.dtype)
 elif _d_c is _d_int_type and -0x80000000 <= _d_p{i} <= 0x7FFFFFFF:
-    _d_k{i} = 1 if _d_p{i} == 1 else 0 if _d_p{i} & 15 else 16
+    _d_k{i} = 1 if _d_p{i} == 1 else 0 if _d_p{i} & 15 else 16 if _d_p{i} > 0 else -16
     _d_v{i} = _d_p{i}
 elif _d_c is _d_float_type:
     _d_k{i} = "f32+" if _d_p{i} > 0 else "f32"

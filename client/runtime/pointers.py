@@ -129,21 +129,23 @@ def is_torch(value: Any) -> bool:
 # `classify(value) -> (key, launch value)`: the key holds everything the specialization reads from
 # the value (its type, the pointer's 16-byte alignment, an integer's width and whether it is 1 or
 # a multiple of 16, whether a float is greater than 0), so equal keys mean equal specializations;
-# the launch value is what its parameter slot gets. CONST marks a value that is no kernel parameter
+# the launch value is what its parameter slot gets. A multiple of 16 is keyed apart when it is positive (a
+# stride TMA can step by: gpuir/pointer_tiles.py), but for a descriptor's sizes and strides. CONST marks a value that is no kernel parameter
 # (None, a string, a dtype).
 # A host TensorDescriptor's launch value is a tuple (no other launch value is one): the values of
 # its parameters `DescriptorArg.names`, which the dispatcher flattens for the launcher.
 
 CONST = object()
 _I32, _I32_16, _I64, _I64_16 = ("i32",), ("i32", 16), ("i64",), ("i64", 16)
+_I32_16P, _I64_16P = ("i32", 16, "+"), ("i64", 16, "+")
 _ONE, _BOOL, _F32, _F32_POSITIVE = ("i32", 1), ("i1",), ("f32",), ("f32", "+")
 
 
 def _int(a: int) -> tuple[Any, Any]:
     if -0x80000000 <= a <= 0x7FFFFFFF:
-        return (_ONE if a == 1 else _I32 if a & 15 else _I32_16), a
+        return (_ONE if a == 1 else _I32 if a & 15 else _I32_16P if a > 0 else _I32_16), a
     if -0x8000000000000000 <= a <= 0x7FFFFFFFFFFFFFFF:
-        return (_I64 if a & 15 else _I64_16), a
+        return (_I64 if a & 15 else _I64_16P if a > 0 else _I64_16), a
     if 0 <= a < 1 << 64:
         return ("u64", not a & 15), a
     raise OverflowError(a)

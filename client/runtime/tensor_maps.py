@@ -10,7 +10,9 @@ The backend's metadata lists them, one entry per extra parameter, in order:
 A source is `{"arg": i}`, the value the launch passes for the kernel's i-th parameter (an address or an
 int), or `{"value": n}`. `shape` and `box` are outermost first; `strides` are in elements, one per
 dimension but the last (whose stride is 1); `swizzle` is 0, 32, 64 or 128 bytes; `fill`, what reads
-outside the tensor give, "zero" or "nan".
+outside the tensor give, "zero" or "nan". `"clamp": true` marks the map of a pointer load that TMA copies
+(gpuir/pointer_tiles.py): a size there is the bound of the load's mask, and a negative one excludes every
+element, as a size of 0 does, so it maps as 0; a descriptor's negative size is an error.
 
 A tensor with a size of 0 (a matmul launched with K = 0, whose A is M x 0) has nothing TMA could map:
 its map is made over a fill buffer instead (`fill_buffer`, `driver.fill_buffer`: 16 bytes of the
@@ -83,6 +85,7 @@ class MapSpec:
     box: tuple[int, ...]
     swizzle: int
     fill: str
+    clamp: bool = False
 
     @property
     def itemsize(self) -> int:
@@ -135,7 +138,7 @@ class TensorMaps:
 
     def _encode(self, index: int, spec: MapSpec, values: Sequence[Any]) -> bytes:
         base = self._value(spec.base, values)
-        shape = [self._value(s, values) for s in spec.shape]
+        shape = [max(self._value(s, values), 0) if spec.clamp else self._value(s, values) for s in spec.shape]
         strides = [self._value(s, values) for s in spec.strides]
         where = self._where(index, spec, values)
         empty = 0 in shape
@@ -229,7 +232,9 @@ class TensorMaps:
                       "but the last")
         spec = MapSpec(str(dtype), source(entry.get("base"), True), tuple(source(s, False) for s in shape),
                        tuple(source(s, False) for s in strides), tuple(box), entry.get("swizzle", -1),
-                       entry.get("fill", ""))
+                       entry.get("fill", ""), entry.get("clamp", False))
+        if spec.clamp not in (False, True):
+            raise bad(f"clamp {spec.clamp!r} is not a bool")
         if spec.swizzle not in SWIZZLES:
             raise bad(f"swizzle {spec.swizzle!r} is none of 0, 32, 64, 128 (bytes)")
         if spec.fill not in FILLS or (spec.fill == "nan" and not ScalarType(spec.dtype).is_floating()):

@@ -128,8 +128,8 @@ def test_host_arrays_are_named_errors(array: Any, what: str) -> None:
 
 
 @pytest.mark.parametrize("value, key", [
-    (1, ("i32", 1)), (16, ("i32", 16)), (17, ("i32",)), (-16, ("i32", 16)), (2**31 - 1, ("i32",)),
-    (2**31, ("i64", 16)), (-(2**31) - 1, ("i64",)), (2**63, ("u64", True)), (True, ("i1",)), (0.5, ("f32", "+")),
+    (1, ("i32", 1)), (16, ("i32", 16, "+")), (17, ("i32",)), (-16, ("i32", 16)), (0, ("i32", 16)), (2**31 - 1, ("i32",)),
+    (2**31, ("i64", 16, "+")), (-(2**31) - 16, ("i64", 16)), (-(2**31) - 1, ("i64",)), (2**63, ("u64", True)), (True, ("i1",)), (0.5, ("f32", "+")),
     (float("inf"), ("f32", "+")), (-0.5, ("f32",)), (0.0, ("f32",)), (-0.0, ("f32",)), (float("-inf"), ("f32",)),
     (float("nan"), ("f32",)),
 ])
@@ -138,7 +138,7 @@ def test_scalar_keys_hold_what_specialization_reads(value: Any, key: Any) -> Non
 
 
 @pytest.mark.parametrize("value, key, launch", [
-    (np.int64(16), ("i32", 16), 16), (np.uint64(2**63), ("u64", True), 2**63), (np.float32(0.5), ("f32", "+"), 0.5),
+    (np.int64(16), ("i32", 16, "+"), 16), (np.uint64(2**63), ("u64", True), 2**63), (np.float32(0.5), ("f32", "+"), 0.5),
     (np.bool_(True), ("i1",), True), (np.float64(0.25), ("f32", "+"), 0.25), (np.float32(-2), ("f32",), -2.0),
 ])
 def test_numpy_scalars_are_keyed_as_python_scalars(value: Any, key: Any, launch: Any) -> None:

@@ -355,3 +355,15 @@ def test_the_fast_path_launches_with_the_maps(gpu: FakeGPU, monkeypatch: pytest.
     assert k2._dispatcher.slow_calls == 1 and fills == [b"\0" * 4]
     assert gpu.lib.encoded[-1] == (7, FILL_ADDRESS, [1], [], [32], 3, 0) and len(gpu.lib.encoded) == 4
     assert len(gpu.lib.calls) == 7
+
+
+def test_a_pointer_loads_map_takes_a_negative_size_as_0() -> None:
+    """`clamp` (a pointer load's map, gpuir/pointer_tiles.py): K = -5 is its mask's bound, which excludes every
+    element, so the map is an empty tensor's (over the fill buffer); a descriptor's negative size is an error."""
+    rec = Recorder()
+    launch(maps_of([entry(clamp=True)], rec), [VALUES[0], VALUES[1], -5, *VALUES[3:]])
+    assert rec.encoded == [(6, FILL_ADDRESS, [1, 1], [16], [64, 64], 3, 0)] and rec.fills == [b"\0\0"]
+    with pytest.raises(TensorMapError, match=r"dimension K=-5 is outside 0\.\.2\^32"):
+        launch(maps_of([entry()], Recorder()), [VALUES[0], VALUES[1], -5, *VALUES[3:]])
+    with pytest.raises(TensorMapError, match="clamp 'yes' is not a bool"):
+        maps_of([entry(clamp="yes")], Recorder())

@@ -38,6 +38,7 @@ from .encodings import Blocked, DotOperand, Encoding, Slice, coalesced_blocked, 
 from .linear import LinearLayout, log2, scalar_layout
 from .mma import MmaOperand
 from .ops import CONVERT
+from .pointer_tiles import pointer_tiles
 from .tma import plan_tensor_maps
 
 if TYPE_CHECKING:
@@ -489,12 +490,14 @@ def _numel(shape: tuple[int, ...]) -> int:
 
 def assign_layouts(module: Module, num_warps: int, has_wgmma: bool = False) -> GpuFunction:
     """The GPU IR of `module`'s kernel for `num_warps` warps (the module is not modified); with
-    `has_wgmma` (an sm_90a target) the dots that fit run on wgmma, and the descriptor loads and stores
+    `has_wgmma` (an sm_90a target) the dots that fit run on wgmma, pointer loads that read a tile of a
+    tensor into one become descriptor loads (`pointer_tiles.py`), and the descriptor loads and stores
     that TMA carries out (`tma.py`) stay; the other descriptor accesses become masked loads and stores
     first."""
     log2(num_warps)
     fn = flatten_loops(clone_function(module.kernel))
     if has_wgmma:
+        pointer_tiles(fn, module.attrs, num_warps)
         plan_tensor_maps(fn, module.attrs, num_warps)
     expand_descriptors(Module([fn], module.attrs), keep=lambda op: isinstance(op.attrs.get("tma"), int))
     fn = unroll_loops(fn)

@@ -80,7 +80,9 @@ GPU_ATTRS: dict[str, Mapping[str, Attr]] = {
     # tma.plan_tensor_maps: the index of the block's tensor map, or why TMA does not copy or store it (then it is
     # a `load` or a `store`)
     # defer.defer_dots: the deferred product's B after the loop
-    "descriptor_load": {"tma": optional("int", "str"), "async_copy": optional("str"), "deferred": optional("str")},
+    # pointer_tiles.pointer_tiles: a pointer load that reads a tile of a tensor, rewritten as this load
+    "descriptor_load": {"tma": optional("int", "str"), "async_copy": optional("str"), "deferred": optional("str"),
+                        "origin": enum("pointers")},
     "descriptor_store": {"tma": optional("int", "str")},
     "store": {"tma": optional("str")},
 }

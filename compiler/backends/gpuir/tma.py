@@ -69,14 +69,17 @@ class TensorMap:
     box: tuple[int, ...]
     swizzle: int
     fill: str
+    clamp: bool = False
+    """A pointer load's map (`pointer_tiles.py`): a negative size is its mask's bound, and maps as 0."""
 
     def as_metadata(self) -> dict[str, Any]:
         def src(s: tuple[str, int]) -> dict[str, int]:
             return {s[0]: s[1]}
 
+        clamp = {"clamp": True} if self.clamp else {}
         return {"dtype": self.dtype, "base": {"arg": self.base}, "shape": [src(s) for s in self.shape],
                 "strides": [src(s) for s in self.strides], "box": list(self.box), "swizzle": self.swizzle,
-                "fill": self.fill}
+                "fill": self.fill, **clamp}
 
 
 def atom_columns(block: tuple[int, ...], itemsize: int) -> int:
@@ -212,7 +215,7 @@ def tensor_map(op: Op, fn: Function, attrs: dict[str, Any]) -> TensorMap | str:
     why = _store_fit(op, size, shape[-1], divisible) if op.name == "descriptor_store" else None
     if why is not None:
         return why
-    return TensorMap(elem.name, base.index, shape, strides, box, swizzle, fill)
+    return TensorMap(elem.name, base.index, shape, strides, box, swizzle, fill, op.attrs.get("origin") == "pointers")
 
 
 def _serves(known: TensorMap, op: Op, plan: TensorMap) -> bool:

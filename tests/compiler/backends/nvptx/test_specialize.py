@@ -40,7 +40,9 @@ def ws_matmul(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, 
 
 @despina.jit
 def ws_pointer_matmul(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    rm, rn, rk = tl.program_id(0) * BM + tl.arange(0, BM), tl.program_id(1) * BN + tl.arange(0, BN), tl.arange(0, BK)
+    """Rows that wrap around M and N (tutorial 03's `% M`): no tile of a tensor, so cp.async copies them."""
+    rm = (tl.program_id(0) * BM + tl.arange(0, BM)) % M
+    rn, rk = (tl.program_id(1) * BN + tl.arange(0, BN)) % N, tl.arange(0, BK)
     acc = tl.zeros((BM, BN), tl.float32)
     for k in tl.range(0, K, BK, warp_specialize=True):
         a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :])

@@ -1,4 +1,5 @@
-"""wgmma on CPU: the tutorial matmul (benchmarks/kernels.py) for sm_90a multiplies on
+"""wgmma on CPU: tutorial 03's matmul (benchmarks/kernels.py's `matmul_tuned_kernel`, whose rows wrap
+around M and N, so that its loads stay on cp.async: `gpuir/pointer_tiles.py`) for sm_90a multiplies on
 `wgmma.mma_async` from 128-byte-swizzled shared memory, asynchronously in its pipelined loop, and
 links to a cubin with nvJitLink; plain sm_90 and the dots wgmma does not take stay on mma.sync and
 the GPU IR says why; a wgmma plan lowered for plain sm_90 is a clear error, not an LLVM abort."""
@@ -28,9 +29,9 @@ SIG = "*{t}:16,*{t}:16,*{t}:16,i32:16,i32:16,i32:16,i32:16,i32:1,i32:16,i32:1,i3
 
 
 def _matmul(bn: int, target: str = "sm_90a", dtype: str = "fp16", stages: int = 3, bm: int = 128, warps: int = 8) -> Any:
-    consts = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": 64}
-    return despina.compile(KERNELS.matmul_kernel, SIG.format(t=dtype), consts, num_warps=warps, num_stages=stages,
-                           target=target)
+    consts = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": 64, "GROUP_M": 8}
+    return despina.compile(KERNELS.matmul_tuned_kernel.fn, SIG.format(t=dtype), consts, num_warps=warps,
+                           num_stages=stages, target=target)
 
 
 def _dot_line(kernel: Any) -> str:

@@ -1,0 +1,166 @@
+"""Pointer loads that read a tile of a tensor become descriptor loads that TMA copies (gpuir/pointer_tiles.py):
+the benchmark's tutorial matmul for sm_90a, its maps (an unmasked dimension unbounded, a mask's bound the
+extent, `clamp`), B read K-major through `trans` (fp8), a loop stepping by BLOCK_K, a producer warp on a pointer
+loop; and the loads that stay on cp.async, each for its reason: rows that wrap, a skewed mask, a stride not known
+positive, a unit stride on neither dimension, a start that may be negative, a fill TMA does not give, stages
+too small for TMA to pay, sm_90."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+pytest.importorskip("llvmlite")
+pytest.importorskip("cuda.bindings.nvjitlink")
+
+import benchmark_kernels  # noqa: E402
+
+import despina  # noqa: E402
+import despina.language as tl  # noqa: E402
+
+KERNELS = benchmark_kernels.load()
+STRIDES = "i32:16+,i32:16+,i32:16+,i32:16+,i32:1,i32:16+,i32:1,i32:16+,i32:1"  # a launch at 4096^3 specializes so
+UNBOUNDED = {"value": 2**31 - 1}
+
+
+def _tutorial(sig: str = f"*fp16:16,*fp16:16,*fp16:16,{STRIDES}", bn: int = 128, bk: int = 64, target: str = "sm_90a",
+              stages: int = 3) -> Any:
+    return despina.compile(KERNELS.matmul_kernel, sig, {"BLOCK_M": 128, "BLOCK_N": bn, "BLOCK_K": bk}, num_warps=8,
+                           num_stages=stages, target=target)
+
+
+def _pipeline(k: Any) -> str:
+    (found,) = re.findall(r'pipeline = "([^"]*)"', k.asm["gpuir"])
+    return found
+
+
+def test_the_tutorial_matmul_s_loads_are_copied_by_tma() -> None:
+    k = _tutorial()
+    gpuir, ptx = k.asm["gpuir"], k.asm["ptx"]
+    assert _pipeline(k).startswith("3 stages, 2 loads by TMA")
+    assert gpuir.count('origin = "pointers"') == 2 and " load(" not in gpuir[: gpuir.index("= cast(")]
+    # A: rows unbounded, columns bounded by K (the mask); B: rows by K, columns unbounded; strides A's and B's rows
+    a, b = k.metadata["tensor_maps"]
+    assert (a["base"], a["shape"], a["strides"], a["box"], a["clamp"]) == ({"arg": 0}, [UNBOUNDED, {"arg": 5}],
+                                                                          [{"arg": 6}], [128, 64], True)
+    assert (b["base"], b["shape"], b["strides"], b["box"]) == ({"arg": 1}, [{"arg": 5}, UNBOUNDED], [{"arg": 8}], [64, 64])
+    # The pointers the loop carried are gone with their loads: it carries the accumulator alone.
+    assert re.search(r"= for\(%\d+, %\d+, %\d+, %\d+\) \{pipeline", gpuir)
+    assert "cp.async.bulk.tensor.2d" in ptx and "cp.async.cg" not in ptx and "mbarrier.try_wait" in ptx
+    assert k.metadata["spill_stores"] == 0 and k.metadata["ptxas_warnings"] == []
+
+
+def test_a_k_major_b_is_loaded_as_its_transpose() -> None:
+    """fp8's B, K-major (stride_bk = 1): the block [K, N] lies as [N, K] rows; it is loaded so and transposed."""
+    sig = "*fp8e4nv:16,*fp8e4nv:16,*fp16:16,i32:16+,i32:16+,i32:16+,i32:16+,i32:1,i32:1,i32:16+,i32:16+,i32:1"
+    k = _tutorial(sig, bn=256, bk=128)
+    assert _pipeline(k).startswith("3 stages, 2 loads by TMA")
+    b_load = re.search(r"(%\d+) = descriptor_load\(%1, [^)]*\) \{[^}]*shape = \[256, 128\]", k.asm["gpuir"])
+    assert b_load and re.search(rf"= trans\({b_load.group(1)}\) \{{perm = \[1, 0\]\}}", k.asm["gpuir"])
+    assert k.metadata["tensor_maps"][1]["shape"] == [UNBOUNDED, {"arg": 5}]  # B's N rows of K
+    assert k.metadata["spill_stores"] == 0 and k.metadata["ptxas_warnings"] == []
+
+
+@despina.jit
+def stepped(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """The loop steps by BLOCK_K and so do the pointers; A's rows are masked by M, B's columns by N."""
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    a_ptrs = a_ptr + rm[:, None] * stride_am + rk[None, :]
+    b_ptrs = b_ptr + rk[:, None] * stride_bk + rn[None, :]
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in range(0, K, BK):
+        a = tl.load(a_ptrs, mask=(rm[:, None] < M) & (rk[None, :] < K - k), other=0.0)
+        b = tl.load(b_ptrs, mask=(k + rk[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc = tl.dot(a, b, acc)
+        a_ptrs += BK
+        b_ptrs += BK * stride_bk
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+STEPPED_SIG = "*fp16:16,*fp16:16,*fp32:16,i32,i32,i32,i32:16+,i32:16+"
+
+
+def test_masks_bound_the_map_and_a_loop_by_block_k_steps_it() -> None:
+    k = despina.compile(stepped, STEPPED_SIG, {"BM": 128, "BN": 128, "BK": 64}, num_warps=8, num_stages=3,
+                        target="sm_90a")
+    assert _pipeline(k).startswith("3 stages, 2 loads by TMA")
+    a, b = k.metadata["tensor_maps"]
+    assert a["shape"] == [{"arg": 3}, {"arg": 5}] and b["shape"] == [{"arg": 5}, {"arg": 4}]  # [M, K], [K, N]
+
+
+@despina.jit
+def refused(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+            HOW: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    if HOW == "wrapped rows":
+        rm = rm % M
+    if HOW == "negative start":
+        rm = rm - 8
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in range(0, K, BK):
+        a_ptrs = a_ptr + rm[:, None] * stride_am + (k + rk)[None, :]
+        if HOW == "no unit stride":
+            a_ptrs = a_ptr + rm[:, None] * stride_am + (k + rk)[None, :] * stride_bk
+        if HOW == "skewed mask":
+            a = tl.load(a_ptrs, mask=rk[None, :] < K - k - rm[:, None], other=0.0)
+        elif HOW == "fill of 1":
+            a = tl.load(a_ptrs, mask=rk[None, :] < K - k, other=1.0)
+        else:
+            a = tl.load(a_ptrs, mask=rk[None, :] < K - k, other=0.0)
+        b = tl.load(b_ptr + (k + rk)[:, None] * stride_bk + rn[None, :])
+        acc = tl.dot(a, b, acc)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc)
+
+
+@pytest.mark.parametrize(("how", "sig"), [
+    ("wrapped rows", STEPPED_SIG), ("negative start", STEPPED_SIG), ("no unit stride", STEPPED_SIG),
+    ("skewed mask", STEPPED_SIG), ("fill of 1", STEPPED_SIG),
+    ("a stride that may be 0", "*fp16:16,*fp16:16,*fp32:16,i32,i32,i32,i32:16,i32:16+"),
+    ("a stride not a multiple of 16 bytes", "*fp16:16,*fp16:16,*fp32:16,i32,i32,i32,i32,i32:16+"),
+])
+def test_a_load_that_is_no_proven_tile_stays_a_pointer_load(how: str, sig: str) -> None:
+    """A's load stays a pointer load (cp.async, or a plain load where cp.async refuses it too); B's is a tile, of
+    32 KiB an iteration alone (`MIN_STAGE_BYTES`)."""
+    k = despina.compile(refused, sig, {"BM": 128, "BN": 256, "BK": 64, "HOW": how}, num_warps=8, num_stages=3,
+                        target="sm_90a")
+    gpuir = k.asm["gpuir"]
+    assert gpuir.count('origin = "pointers"') == 1 and re.search(r"descriptor_load\(%1,", gpuir)
+    assert re.search(r"= load\(", gpuir)
+
+
+def test_stages_of_fewer_bytes_than_tma_pays_for_stay_on_cp_async() -> None:
+    """fp8 at 128x128x64: 16 KiB an iteration (`MIN_STAGE_BYTES`), whose tiles cp.async copies sooner."""
+    sig = "*fp8e4nv:16,*fp8e4nv:16,*fp16:16,i32:16+,i32:16+,i32:16+,i32:16+,i32:1,i32:1,i32:16+,i32:16+,i32:1"
+    assert _pipeline(_tutorial(sig, bn=128, bk=64)).startswith("3 stages, 2 loads by cp.async")
+    assert _pipeline(_tutorial(sig, bn=256, bk=64)).startswith("3 stages, 2 loads by TMA")  # 24 KiB
+
+
+def test_plain_sm_90_keeps_its_pointer_loads() -> None:
+    k = _tutorial(target="sm_90")
+    assert "descriptor_load" not in k.asm["gpuir"] and not k.metadata.get("tensor_maps")
+    assert _pipeline(k).startswith("3 stages, 2 loads by cp.async")
+
+
+@despina.jit
+def ws_pointers(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    rm, rn, rk = tl.program_id(0) * BM + tl.arange(0, BM), tl.program_id(1) * BN + tl.arange(0, BN), tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in tl.range(0, K, BK, warp_specialize=True):
+        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :])
+        b = tl.load(b_ptr + rn[:, None] * K + (k + rk)[None, :])
+        acc = tl.dot(a, b.T, acc)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(tl.float16))
+
+
+def test_a_pointer_loop_of_tiles_gets_its_producer_warp() -> None:
+    """Before, a loop whose loads were pointers could not be specialized (cp.async: every thread copies)."""
+    k = despina.compile(ws_pointers, "*fp16:16,*fp16:16,*fp16:16,i32:16+,i32:16+,i32:16+", {"BM": 128, "BN": 128, "BK": 64},
+                        num_warps=8, num_stages=3, target="sm_90a")
+    (why,) = re.findall(r'warp_specialized = "([^"]*)"', k.asm["gpuir"])
+    assert why.startswith("yes: a producer warp issues the copies")
