@@ -51,6 +51,7 @@ from typing import Any
 from ...ir.core import Block, Function, Module, Op, Value
 from ...ir.types import ScalarType, TileType, int32, int64, shape_of
 from ...passes.dce import dce
+from ...passes.flatten import defined_in
 from ...passes.rewrite import Emitter, constant_value, has_side_effects, replace_all_uses
 from .tma import _feeds_wgmma, _multiple, tensor_map
 
@@ -198,6 +199,8 @@ class Tiles:
         owner = v.owner
         if isinstance(owner, Block):
             return self._carried(v, dims, "add")
+        if not isinstance(owner, Op):
+            return None
         value = constant_value(v)
         if isinstance(value, int) and not isinstance(value, bool):
             return _uniform(Poly.const(value))
@@ -269,14 +272,16 @@ class Tiles:
         if inc is None or not inc.uniform() or lo is None or not isinstance(step, int) or step <= 0:
             return None
         per = inc.const.divided(step)
-        inside = _defined_in(block)
+        inside = defined_in(loop)
         if per is None or any(self.leaf[n] in inside for m in per.terms for n in m):
             return None
-        start = (self.pointers if step_op == "addptr" else self.form)(loop.operands[3 + v.index - 1], dims)
-        if start is None:
-            return None
         moved = _uniform((Poly({(self.number[block.args[0]],): 1}) - lo) * per)
-        return (start[0], start[1] + moved) if step_op == "addptr" else start + moved
+        init = loop.operands[3 + v.index - 1]
+        if step_op == "addptr":
+            pointers = self.pointers(init, dims)
+            return None if pointers is None else (pointers[0], pointers[1] + moved)
+        start = self.form(init, dims)
+        return None if start is None else start + moved
 
     def bounds(self, mask: Value, dims: Dims) -> list[Form] | None:
         """The mask block as the conjunction of `form < 0` over the returned forms, or None."""
@@ -292,11 +297,11 @@ class Tiles:
         if owner.name == "splat":
             return self.bounds(owner.operands[0], ())
         if owner.name == "cmp" and owner.attrs["pred"] in ("lt", "le", "gt", "ge"):
-            x, y = (self.form(a, dims) for a in owner.operands)
-            if x is None or y is None:
+            fx, fy = (self.form(a, dims) for a in owner.operands)
+            if fx is None or fy is None:
                 return None
             pred = owner.attrs["pred"]
-            diff = x - y if pred in ("lt", "le") else y - x
+            diff = fx - fy if pred in ("lt", "le") else fy - fx
             return [diff + _uniform(Poly.const(1))] if pred in ("le", "ge") else [diff]
         return self._view(mask, dims, self.bounds)
 
@@ -312,15 +317,6 @@ class Tiles:
             lo = self.scalar(loop.operands[0]) if loop is not None else None
             return v.index == 0 and isinstance(step, int) and step > 0 and lo is not None and self.nonnegative(lo)
         return _multiple(v, 1)
-
-
-def _defined_in(block: Block) -> set[Value]:
-    found = set(block.args)
-    for op in block.walk():
-        found.update(op.results)
-        for region in op.regions:
-            found.update(region.args)
-    return found
 
 
 @dataclass(frozen=True)
