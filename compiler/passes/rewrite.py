@@ -90,6 +90,15 @@ def constant_value(v: Value) -> Any | None:
     return None
 
 
+def users(fn: Function) -> dict[Value, list[Op]]:
+    """Each value of `fn` that an op reads -> those ops, in program order."""
+    found: dict[Value, list[Op]] = {}
+    for op in fn.walk():
+        for v in op.operands:
+            found.setdefault(v, []).append(op)
+    return found
+
+
 def feeding(ops: list[Op], roots: list[Value]) -> list[Op]:
     """The ops of `ops` (in program order) that compute `roots`, directly or through each other."""
     made = {r: op for op in ops for r in op.results}

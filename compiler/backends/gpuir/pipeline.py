@@ -74,8 +74,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from ...ir.core import Block, Function, Op, Value
+from ...ir.core import Block, Op, Value
 from ...ir.types import ScalarType, TileType, elem_of, float8e4nv, float8e5
+from ...passes.rewrite import users as users_of
 from .access import access_dim, access_width
 from .assign import CONVERT, GpuFunction
 from .mma import Mma, MmaOperand
@@ -168,14 +169,6 @@ class LoopPipeline:
 
     def is_async(self, op: Op) -> bool:
         return any(a.load is op for a in self.loads)
-
-
-def _users(fn: Function) -> dict[Value, list[Op]]:
-    users: dict[Value, list[Op]] = {}
-    for op in fn.walk():
-        for v in op.operands:
-            users.setdefault(v, []).append(op)
-    return users
 
 
 def _is_zero(v: Value) -> bool:
@@ -541,7 +534,7 @@ def describe(plan: LoopPipeline) -> str:
 def plan_pipelines(gpu: GpuFunction, num_stages: int) -> None:
     """Plan every `for` loop of the kernel (innermost loops that load dot operands) and record the
     plans in `gpu.pipelines` and as attributes the GPU IR dump shows."""
-    users = _users(gpu.fn)
+    users = users_of(gpu.fn)
     for op in gpu.fn.walk():
         if op.name != "for" or not any(o.name == "dot" for o in op.regions[0].walk()):
             continue

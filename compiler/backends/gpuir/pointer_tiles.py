@@ -15,23 +15,20 @@ K. `pointer_tiles` finds such loads and rewrites them so; `tma.plan_tensor_maps`
 
 A load is rewritten when all of this is proved:
 - its pointers are `base + c + a0 * i + a1 * j` over the block's rows i and columns j, with `base` a
-  pointer parameter and `c`, `a0`, `a1` sums of products of scalars (`Poly`): program ids, parameters
-  (those specialized to 1 are 1), constants, the induction variables of loops, and other scalar values as
-  they are. A pointer a loop carries and steps by a scalar `s` an iteration is its initial value plus
-  `(iv - lo) / step * s`, when the loop's step is a positive constant that divides `s`;
+  pointer parameter (`affine.Tiles.pointers`: `c`, `a0`, `a1` polynomials of the kernel's scalars, the
+  parameters specialized to 1 being 1, and pointers a loop steps followed through it);
 - one of `a0`, `a1` is 1 (that dimension is the tensor's innermost) and the other, the row stride, a
   parameter the launch specialized as a positive multiple of 16 (`:16+`; TMA steps by positive strides
-  alone, where a pointer's stride may be 0 or negative) or a positive constant; `c` then splits into `r0 * stride + c0`, the monomials with the stride as a
-  factor and the rest;
+  alone, where a pointer's stride may be 0 or negative) or a positive constant; `c` then splits into
+  `r0 * stride + c0`, the monomials with the stride as a factor and the rest;
 - its mask is absent, or a conjunction of `r0 + i < R` and `c0 + j < C` (each dimension at most once,
   `<`, `<=`, `>` or `>=` written either way round), with R and C parameters or constants; a dimension
   the mask leaves unbounded gets the extent 2^31 - 1 (the driver takes any extent up to 2^32 whatever
   the strides, and TMA then reads the next rows as the pointers would: run on an H200); what the mask
   excludes reads `other`, which must be 0 (or NaN, TMA's other fill). A bound below 0 excludes every
   element: the map says `clamp`, and the launch maps such a size as 0 (`runtime/tensor_maps.py`);
-- r0 and c0 are non-negative (TMA fills a negative coordinate where the pointers read memory before the
-  row): sums of products of non-negative constants, program ids, and induction variables of loops from a
-  non-negative start by a positive constant step (`tma._multiple` says which other values are);
+- r0 and c0 are provably non-negative (`affine.Tiles.nonnegative`: TMA fills a negative coordinate where
+  the pointers read memory before the row);
 - the descriptor's map is one that TMA takes (`tma.tensor_map`: an aligned base, strides of 16 bytes,
   swizzle atoms) and the loaded tile feeds a wgmma dot in a loop, as for `desc.load`;
 - the loop's tiles that pass copy `MIN_STAGE_BYTES` an iteration at least (smaller stages stay on cp.async,
@@ -49,11 +46,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...ir.core import Block, Function, Module, Op, Value
-from ...ir.types import ScalarType, TileType, int32, int64, shape_of
+from ...ir.types import TileType, int32, int64, shape_of
 from ...passes.dce import dce
-from ...passes.flatten import defined_in
-from ...passes.rewrite import Emitter, constant_value, has_side_effects, replace_all_uses
-from .tma import _feeds_wgmma, _multiple, tensor_map
+from ...passes.rewrite import Emitter, constant_value, has_side_effects, replace_all_uses, users
+from .affine import Poly, Tiles
+from .tma import feeds_wgmma, tensor_map
 
 UNBOUNDED = 2**31 - 1
 """The extent of a dimension that a load's mask does not bound: past any int32 coordinate."""
@@ -63,261 +60,6 @@ which complete on an mbarrier later than every thread's cp.async copies do: on a
 the benchmark's tutorial matmul) the copies of 16 KiB an iteration (128x128x64) ran 977 -> 862 TFLOP/s through
 TMA, where 24 KiB (128x256x64) ran 902 -> 1014 and 48 KiB (128x256x128) held (1234 -> 1250); fp16's 32 KiB
 (128x128x64) ran 1.00-1.21x Triton through TMA, against 0.95-1.02x through cp.async."""
-
-Monomial = tuple[int, ...]  # the numbers of its scalar factors, sorted, repeated for powers
-
-
-class Poly:
-    """A sum of integer multiples of products of scalar values, keyed by the values' numbers in `Tiles`."""
-
-    __slots__ = ("terms",)
-
-    def __init__(self, terms: dict[Monomial, int] | None = None) -> None:
-        self.terms = {m: c for m, c in (terms or {}).items() if c}
-
-    @staticmethod
-    def const(c: int) -> Poly:
-        return Poly({(): c})
-
-    def __add__(self, other: Poly) -> Poly:
-        terms = dict(self.terms)
-        for m, c in other.terms.items():
-            terms[m] = terms.get(m, 0) + c
-        return Poly(terms)
-
-    def __neg__(self) -> Poly:
-        return Poly({m: -c for m, c in self.terms.items()})
-
-    def __sub__(self, other: Poly) -> Poly:
-        return self + -other
-
-    def __mul__(self, other: Poly) -> Poly:
-        out = Poly()
-        for m1, c1 in self.terms.items():
-            for m2, c2 in other.terms.items():
-                out = out + Poly({tuple(sorted(m1 + m2)): c1 * c2})
-        return out
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Poly) and self.terms == other.terms
-
-    def __hash__(self) -> int:
-        return hash(frozenset(self.terms.items()))
-
-    def divided(self, n: int) -> Poly | None:
-        """This over the positive constant `n`, when `n` divides every coefficient."""
-        if any(c % n for c in self.terms.values()):
-            return None
-        return Poly({m: c // n for m, c in self.terms.items()})
-
-    def constant(self) -> int | None:
-        if not self.terms:
-            return 0
-        return self.terms.get(()) if list(self.terms) == [()] else None
-
-
-@dataclass(frozen=True)
-class Form:
-    """An integer block `const + coef[0] * i + coef[1] * j` over the block's rows i and columns j."""
-
-    const: Poly
-    coef: tuple[Poly, Poly]
-
-    def __add__(self, other: Form) -> Form:
-        return Form(self.const + other.const, (self.coef[0] + other.coef[0], self.coef[1] + other.coef[1]))
-
-    def __sub__(self, other: Form) -> Form:
-        return Form(self.const - other.const, (self.coef[0] - other.coef[0], self.coef[1] - other.coef[1]))
-
-    def scaled(self, p: Poly) -> Form:
-        return Form(self.const * p, (self.coef[0] * p, self.coef[1] * p))
-
-    def uniform(self) -> bool:
-        return not self.coef[0].terms and not self.coef[1].terms
-
-
-Dims = tuple[int | None, ...]  # the block dimension each dimension of a value spans (None: size 1)
-
-
-def _uniform(p: Poly) -> Form:
-    return Form(p, (Poly(), Poly()))
-
-
-class Tiles:
-    """The affine forms of one kernel's integer and pointer blocks (2-D loads' views of them)."""
-
-    def __init__(self, fn: Function, attrs: dict[str, Any]) -> None:
-        self.fn = fn
-        self.ones = {fn.args[i] for i in attrs.get("equal_to_1", []) or []}
-        self.positive = {fn.args[i] for i in attrs.get("positive", []) or []}
-        self.number: dict[Value, int] = {}
-        self.loop_of: dict[Block, Op] = {}
-        for v in fn.args:
-            self.number[v] = len(self.number)
-        for op in fn.walk():
-            for region in op.regions:
-                if op.name == "for":
-                    self.loop_of[region] = op
-                for v in region.args:
-                    self.number[v] = len(self.number)
-            for v in op.results:
-                self.number[v] = len(self.number)
-        self.leaf = {n: v for v, n in self.number.items()}
-        self.memo: dict[tuple[Value, Dims], Any] = {}
-
-    def scalar(self, v: Value) -> Poly | None:
-        """`v`, a signed int32 scalar, as a polynomial of scalars."""
-        if not (isinstance(v.type, ScalarType) and v.type == int32):
-            return None
-        if v in self.ones:
-            return Poly.const(1)
-        owner = v.owner
-        if isinstance(owner, Op):
-            value = constant_value(v)
-            if isinstance(value, int) and not isinstance(value, bool):
-                return Poly.const(value)
-            if owner.name in ("add", "sub", "mul"):
-                x, y = (self.scalar(a) for a in owner.operands)
-                if x is not None and y is not None:
-                    return x + y if owner.name == "add" else x - y if owner.name == "sub" else x * y
-        return Poly({(self.number[v],): 1})
-
-    def form(self, v: Value, dims: Dims) -> Form | None:
-        """The integer block `v` (viewed through `dims`) as a `Form`."""
-        key = (v, dims)
-        if key not in self.memo:
-            self.memo[key] = self._form(v, dims)
-        found = self.memo[key]
-        return found if isinstance(found, Form) else None
-
-    def _form(self, v: Value, dims: Dims) -> Form | None:
-        if isinstance(v.type, ScalarType):
-            p = self.scalar(v)
-            return None if p is None else _uniform(p)
-        if not (isinstance(v.type, TileType) and v.type.element_ty == int32):
-            return None
-        owner = v.owner
-        if isinstance(owner, Block):
-            return self._carried(v, dims, "add")
-        if not isinstance(owner, Op):
-            return None
-        value = constant_value(v)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return _uniform(Poly.const(value))
-        name, args = owner.name, owner.operands
-        if name == "arange":
-            start = Poly.const(owner.attrs["start"])
-            unit = (Poly.const(1) if dims[0] == 0 else Poly(), Poly.const(1) if dims[0] == 1 else Poly())
-            return Form(start, unit)
-        if name == "splat":
-            return self.form(args[0], ())
-        if name in ("add", "sub", "mul"):
-            x, y = (self.form(a, dims) for a in args)
-            if x is None or y is None:
-                return None
-            if name != "mul":
-                return x + y if name == "add" else x - y
-            return x.scaled(y.const) if y.uniform() else y.scaled(x.const) if x.uniform() else None
-        return self._view(v, dims, self.form)
-
-    def _view(self, v: Value, dims: Dims, of: Any) -> Any:
-        """`of` of the operand of `expand_dims` or `broadcast` `v`, through the dimensions it keeps."""
-        owner = v.owner
-        assert isinstance(owner, Op)
-        if owner.name == "expand_dims":
-            axis = owner.attrs["axis"]
-            return of(owner.operands[0], dims[:axis] + dims[axis + 1 :])
-        if owner.name == "broadcast":
-            inner = shape_of(owner.operands[0].type)
-            outer = shape_of(v.type)
-            return of(owner.operands[0], tuple(d if inner[k] == outer[k] else None for k, d in enumerate(dims)))
-        return None
-
-    def pointers(self, v: Value, dims: Dims) -> tuple[Value, Form] | None:
-        """The pointer block `v` as (a pointer parameter, the `Form` of the element offsets from it)."""
-        key = (v, dims)
-        if key not in self.memo:
-            self.memo[key] = self._pointers(v, dims)
-        return self.memo[key]
-
-    def _pointers(self, v: Value, dims: Dims) -> tuple[Value, Form] | None:
-        owner = v.owner
-        if owner is self.fn.body:
-            return v, _uniform(Poly())
-        if isinstance(owner, Block):
-            return self._carried(v, dims, "addptr")
-        if owner is None or not isinstance(owner, Op):
-            return None
-        if owner.name == "splat":
-            return self.pointers(owner.operands[0], ())
-        if owner.name == "addptr":
-            found, offset = self.pointers(owner.operands[0], dims), self.form(owner.operands[1], dims)
-            return None if found is None or offset is None else (found[0], found[1] + offset)
-        return self._view(v, dims, self.pointers)
-
-    def _carried(self, v: Value, dims: Dims, step_op: str) -> Any:
-        """A value loop `L` carries, stepped by a loop-invariant scalar `s` an iteration (`step_op` of it and
-        `s`): its initial value plus `(iv - lo) * (s / L's step)`."""
-        block = v.owner
-        assert isinstance(block, Block)
-        loop = self.loop_of.get(block)
-        if loop is None or v.index == 0:
-            return None
-        stepped = block.ops[-1].operands[v.index - 1].owner
-        if not isinstance(stepped, Op) or stepped.name != step_op or v not in stepped.operands:
-            return None
-        by = stepped.operands[1] if stepped.operands[0] is v else stepped.operands[0]
-        step, lo = constant_value(loop.operands[2]), self.scalar(loop.operands[0])
-        inc = self.form(by, dims)
-        if inc is None or not inc.uniform() or lo is None or not isinstance(step, int) or step <= 0:
-            return None
-        per = inc.const.divided(step)
-        inside = defined_in(loop)
-        if per is None or any(self.leaf[n] in inside for m in per.terms for n in m):
-            return None
-        moved = _uniform((Poly({(self.number[block.args[0]],): 1}) - lo) * per)
-        init = loop.operands[3 + v.index - 1]
-        if step_op == "addptr":
-            pointers = self.pointers(init, dims)
-            return None if pointers is None else (pointers[0], pointers[1] + moved)
-        start = self.form(init, dims)
-        return None if start is None else start + moved
-
-    def bounds(self, mask: Value, dims: Dims) -> list[Form] | None:
-        """The mask block as the conjunction of `form < 0` over the returned forms, or None."""
-        owner = mask.owner
-        value = constant_value(mask)
-        if value is True:
-            return []
-        if not isinstance(owner, Op):
-            return None
-        if owner.name == "and":
-            x, y = (self.bounds(a, dims) for a in owner.operands)
-            return None if x is None or y is None else x + y
-        if owner.name == "splat":
-            return self.bounds(owner.operands[0], ())
-        if owner.name == "cmp" and owner.attrs["pred"] in ("lt", "le", "gt", "ge"):
-            fx, fy = (self.form(a, dims) for a in owner.operands)
-            if fx is None or fy is None:
-                return None
-            pred = owner.attrs["pred"]
-            diff = fx - fy if pred in ("lt", "le") else fy - fx
-            return [diff + _uniform(Poly.const(1))] if pred in ("le", "ge") else [diff]
-        return self._view(mask, dims, self.bounds)
-
-    def nonnegative(self, p: Poly) -> bool:
-        """Whether every value `p` takes is provably >= 0 (a sum of non-negative products)."""
-        return all(c > 0 and all(self._nonnegative_leaf(self.leaf[n]) for n in m) for m, c in p.terms.items())
-
-    def _nonnegative_leaf(self, v: Value) -> bool:
-        owner = v.owner
-        if isinstance(owner, Block):
-            loop = self.loop_of.get(owner)
-            step = constant_value(loop.operands[2]) if loop is not None else None
-            lo = self.scalar(loop.operands[0]) if loop is not None else None
-            return v.index == 0 and isinstance(step, int) and step > 0 and lo is not None and self.nonnegative(lo)
-        return _multiple(v, 1)
-
 
 @dataclass(frozen=True)
 class _Tile:
@@ -460,10 +202,7 @@ def pointer_tiles(fn: Function, attrs: dict[str, Any], num_warps: int) -> int:
     """Rewrite the loads of `fn` (specialized as module `attrs` say) that read a tile of a tensor into a
     wgmma dot in a loop as descriptor loads that TMA takes; the number rewritten."""
     tiles = Tiles(fn, attrs)
-    users: dict[Value, list[Op]] = {}
-    for o in fn.walk():
-        for v in o.operands:
-            users.setdefault(v, []).append(o)
+    readers = users(fn)
     found: dict[Op, list[Op]] = {}  # a load -> the ops that replace it
     loop_of: dict[Op, Op] = {}  # a load -> its innermost loop
 
@@ -471,7 +210,7 @@ def pointer_tiles(fn: Function, attrs: dict[str, Any], num_warps: int) -> int:
         for op in b.ops:
             for region in op.regions:
                 visit(region, op if op.name == "for" else loop)
-            if loop is not None and op.name == "load" and _feeds_wgmma(op, users, fn, num_warps):
+            if loop is not None and op.name == "load" and feeds_wgmma(op, readers, fn, num_warps):
                 new = _rewrite(op)
                 if new is not None:
                     found[op], loop_of[op] = new, loop
@@ -517,13 +256,10 @@ def _bytes(v: Value) -> int:
 def _drop_dead_carried(fn: Function) -> None:
     """Remove the values loops carry that nothing reads but their own steps (pointers a rewritten load no
     longer uses)."""
-    users: dict[Value, list[Op]] = {}
-    for o in fn.walk():
-        for v in o.operands:
-            users.setdefault(v, []).append(o)
+    readers = users(fn)
     for loop in [o for o in fn.walk() if o.name == "for"]:
         body = loop.regions[0]
-        dead = [k for k in range(len(loop.results)) if _dead(body, k, users) and not users.get(loop.results[k])]
+        dead = [k for k in range(len(loop.results)) if _dead(body, k, readers) and not readers.get(loop.results[k])]
         if not dead:
             continue
         keep = [k for k in range(len(loop.results)) if k not in dead]
@@ -538,17 +274,18 @@ def _drop_dead_carried(fn: Function) -> None:
             r.index = i
 
 
-def _dead(body: Block, k: int, users: dict[Value, list[Op]]) -> bool:
+def _dead(body: Block, k: int, readers: dict[Value, list[Op]]) -> bool:
     """Whether carried value `k` of the loop with body `body` is read only by pure ops of the body whose
     results only each other and the yield's operand `k` read (its step)."""
     arg, yield_op = body.args[k + 1], body.ops[-1]
+    ops = set(body.ops)
     reach: set[Value] = {arg}
     work = [arg]
     while work:
-        for op in users.get(work.pop(), []):
+        for op in readers.get(work.pop(), []):
             if op is yield_op:
                 continue
-            if op.regions or has_side_effects(op) or op not in body.ops:
+            if op.regions or has_side_effects(op) or op not in ops:
                 return False
             fresh = [r for r in op.results if r not in reach]
             reach.update(fresh)

@@ -42,6 +42,7 @@ from ...ir.core import Function, Op, Value
 from ...ir.types import PointerType, ScalarType, shape_of
 from ...passes.descriptors import DESCRIPTOR_OPS
 from ...passes.rewrite import constant_value
+from ...passes.rewrite import users as users_of
 from .accelerate import wgmma_fit
 from .shared import SwizzledShared, operand_swizzle
 
@@ -112,7 +113,7 @@ def _source(v: Value, fn: Function) -> tuple[str, int] | None:
     return None
 
 
-def _feeds_wgmma(op: Op, users: dict[Value, list[Op]], fn: Function, num_warps: int) -> bool:
+def feeds_wgmma(op: Op, users: dict[Value, list[Op]], fn: Function, num_warps: int) -> bool:
     """Whether `op`'s tile is an operand of a dot (maybe through `trans`) that wgmma takes."""
     use = users.get(op.result, [])
     if len(use) == 1 and use[0].name == "trans":
@@ -120,7 +121,7 @@ def _feeds_wgmma(op: Op, users: dict[Value, list[Op]], fn: Function, num_warps: 
     return len(use) == 1 and use[0].name == "dot" and not isinstance(wgmma_fit(fn, use[0], num_warps), str)
 
 
-def _multiple(v: Value, n: int, depth: int = 0) -> bool:
+def multiple_of(v: Value, n: int, depth: int = 0) -> bool:
     """Whether integer `v` is provably a non-negative multiple of `n`: program ids, non-negative constants, and
     sums, products, quotients by positive constants, remainders, minima and maxima of such values."""
     owner = v.owner
@@ -133,16 +134,16 @@ def _multiple(v: Value, n: int, depth: int = 0) -> bool:
     if name == "program_id":
         return n == 1
     if name in ("add", "minimum", "maximum"):
-        return all(_multiple(a, n, depth + 1) for a in args)
+        return all(multiple_of(a, n, depth + 1) for a in args)
     if name == "mul":
-        return any(_multiple(a, n, depth + 1) and _multiple(b, 1, depth + 1) for a, b in (args, args[::-1]))
+        return any(multiple_of(a, n, depth + 1) and multiple_of(b, 1, depth + 1) for a, b in (args, args[::-1]))
     if name == "cast":
-        return isinstance(v.type, ScalarType) and v.type.is_int() and _multiple(args[0], n, depth + 1)
+        return isinstance(v.type, ScalarType) and v.type.is_int() and multiple_of(args[0], n, depth + 1)
     if name == "rem":  # a remainder takes the dividend's sign
-        return n == 1 and _multiple(args[0], 1, depth + 1)
+        return n == 1 and multiple_of(args[0], 1, depth + 1)
     if name == "floordiv":
         divisor = constant_value(args[1])
-        return n == 1 and _multiple(args[0], 1, depth + 1) and isinstance(divisor, int) and divisor > 0
+        return n == 1 and multiple_of(args[0], 1, depth + 1) and isinstance(divisor, int) and divisor > 0
     return False
 
 
@@ -164,7 +165,7 @@ def _store_fit(op: Op, size: int, inner: tuple[str, int], divisible: set[int]) -
         return "its rows are not known to end on a 16-byte boundary (TMA stores whole 16-byte units)"
     rank = len(shape_of(op.operands[-1].type))
     offsets = op.operands[2 * rank : 3 * rank]
-    if not all(_multiple(v, ALIGN // size if i == rank - 1 else 1) for i, v in enumerate(offsets)):
+    if not all(multiple_of(v, ALIGN // size if i == rank - 1 else 1) for i, v in enumerate(offsets)):
         return "its offsets are not provably non-negative, the last a multiple of 16 bytes"
     return None
 
@@ -227,10 +228,7 @@ def plan_tensor_maps(fn: Function, attrs: dict[str, Any], num_warps: int) -> Non
     """Mark each descriptor load of `fn` (on `num_warps` warps) that TMA copies and each descriptor store
     that TMA stores with the attribute `tma` (the index of its tensor map among the kernel's: accesses of
     one map share it), every other one with `tma = "none: <why>"`."""
-    users: dict[Value, list[Op]] = {}
-    for o in fn.walk():
-        for v in o.operands:
-            users.setdefault(v, []).append(o)
+    users = users_of(fn)
     maps: list[TensorMap] = []
 
     def index(op: Op, plan: TensorMap) -> int:
@@ -245,7 +243,7 @@ def plan_tensor_maps(fn: Function, attrs: dict[str, Any], num_warps: int) -> Non
             if op.name in DESCRIPTOR_OPS:
                 plan = tensor_map(op, fn, attrs)
                 if (op.name == "descriptor_load" and not isinstance(plan, str)
-                        and not (in_loop and _feeds_wgmma(op, users, fn, num_warps))):
+                        and not (in_loop and feeds_wgmma(op, users, fn, num_warps))):
                     plan = "it does not feed a wgmma dot in a loop"
                 op.attrs["tma"] = f"none: {plan}" if isinstance(plan, str) else index(op, plan)
             for region in op.regions:
