@@ -55,11 +55,12 @@ from .tma import feeds_wgmma, tensor_map
 UNBOUNDED = 2**31 - 1
 """The extent of a dimension that a load's mask does not bound: past any int32 coordinate."""
 MIN_STAGE_BYTES = 24 * 1024
-"""The fewest bytes a loop's tiles must copy an iteration for TMA to take them. One thread issues TMA's copies,
-which complete on an mbarrier later than every thread's cp.async copies do: on an H200 (8192^3, e4m3, 3 stages,
-the benchmark's tutorial matmul) the copies of 16 KiB an iteration (128x128x64) ran 977 -> 862 TFLOP/s through
-TMA, where 24 KiB (128x256x64) ran 902 -> 1014 and 48 KiB (128x256x128) held (1234 -> 1250); fp16's 32 KiB
-(128x128x64) ran 1.00-1.21x Triton through TMA, against 0.95-1.02x through cp.async."""
+"""The fewest bytes a loop's tiles must copy an iteration for TMA to take them. On an H200 (8192^3, e4m3, 3 stages,
+the benchmark's tutorial matmul), with the maps' L2 promotion at 256 bytes then, the copies of 16 KiB an iteration
+(128x128x64) ran 977 -> 862 TFLOP/s through TMA, where 24 KiB (128x256x64) ran 902 -> 1014 and 48 KiB
+(128x256x128) held (1234 -> 1250); fp16's 32 KiB (128x128x64) ran 1.00-1.21x Triton through TMA, against
+0.95-1.02x through cp.async. With 128-byte promotion (`runtime/libcuda.py`) the 16 KiB row runs the same either
+way (971 through cp.async, 966 through TMA): nothing to gain there, so smaller stages stay on cp.async."""
 
 @dataclass(frozen=True)
 class _Tile:
