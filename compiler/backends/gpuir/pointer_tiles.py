@@ -32,7 +32,7 @@ A load is rewritten when all of this is proved:
 - the descriptor's map is one that TMA takes (`tma.tensor_map`: an aligned base, strides of 16 bytes,
   swizzle atoms) and the loaded tile feeds a wgmma dot in a loop, as for `desc.load`;
 - the loop's tiles that pass copy `MIN_STAGE_BYTES` an iteration at least (smaller stages stay on cp.async,
-  whose copies complete sooner).
+  measured no slower).
 
 A tile whose columns are the tensor's rows (a1 the stride, a0 == 1: a column-major operand) is loaded as
 its transpose and transposed back (`trans`), which wgmma reads without moving data. Pointers whose
