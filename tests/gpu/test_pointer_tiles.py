@@ -12,9 +12,9 @@ from typing import Any
 import benchmark_kernels
 import numpy as np
 import pytest
+from pointer_tile_kernels import stepped, ws_pointers
 
 import despina
-import despina.language as tl
 from despina.runtime import driver
 
 from .test_dot import TORCH
@@ -73,30 +73,6 @@ def test_the_tutorial_matmul_through_tma_matches_torch(hopper: Any, tmp_path: Pa
     assert _compiled(kernel, args, consts, warps, stages).asm["gpuir"].count('origin = "pointers"') == 2
 
 
-@despina.jit
-def stepped(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-            LOWER_A: tl.constexpr):
-    """Pointers stepped by BLOCK_K in a loop by BLOCK_K, masked on every dimension; with LOWER_A, A's mask also
-    says `rows >= 0` (always so, but no tile's bound: A stays a pointer load, which cp.async copies where K is a
-    multiple of 16, while TMA copies B)."""
-    rm = tl.program_id(0) * BM + tl.arange(0, BM)
-    rn = tl.program_id(1) * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    a_ptrs = a_ptr + rm[:, None] * stride_am + rk[None, :]
-    b_ptrs = b_ptr + rk[:, None] * stride_bk + rn[None, :]
-    acc = tl.zeros((BM, BN), tl.float32)
-    for k in range(0, K, BK):
-        a_mask = (rm[:, None] < M) & (rk[None, :] < K - k)
-        if LOWER_A:
-            a_mask = a_mask & (rm[:, None] >= 0)
-        a = tl.load(a_ptrs, mask=a_mask, other=0.0)
-        b = tl.load(b_ptrs, mask=(k + rk[:, None] < K) & (rn[None, :] < N), other=0.0)
-        acc = tl.dot(a, b, acc)
-        a_ptrs += BK
-        b_ptrs += BK * stride_bk
-    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
-
-
 @pytest.mark.parametrize("lower_a", [False, True])
 @pytest.mark.parametrize(("mnk", "stages"), [((200, 136, 208), 3), ((130, 264, 1000), 4), ((64, 64, 0), 3),
                                              ((64, 64, -5), 3)])
@@ -116,17 +92,6 @@ def test_masked_stepped_loads_match_torch(hopper: Any, mnk: tuple[int, int, int]
     assert gpuir.count('origin = "pointers"') == (1 if lower_a else 2)
     # K a multiple of 16: A's masked rows are copied 16 bytes at a time by cp.async, in one ring with B's TMA copies
     assert ("1 loads by cp.async and 1 loads by TMA" in gpuir) == (lower_a and k % 16 == 0)
-
-
-@despina.jit
-def ws_pointers(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    rm, rn, rk = tl.program_id(0) * BM + tl.arange(0, BM), tl.program_id(1) * BN + tl.arange(0, BN), tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), tl.float32)
-    for k in tl.range(0, K, BK, warp_specialize=True):
-        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :], mask=(k + rk)[None, :] < K, other=0.0)
-        b = tl.load(b_ptr + rn[:, None] * K + (k + rk)[None, :], mask=(k + rk)[None, :] < K, other=0.0)
-        acc = tl.dot(a, b.T, acc)
-    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(tl.float16), mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
 @pytest.mark.parametrize(("mnk", "stages"), [((256, 256, 512), 3), ((128, 256, 208), 4), ((256, 128, 64), 2)])

@@ -16,6 +16,7 @@ pytest.importorskip("llvmlite")
 pytest.importorskip("cuda.bindings.nvjitlink")
 
 import benchmark_kernels  # noqa: E402
+from pointer_tile_kernels import stepped, ws_pointers  # noqa: E402
 
 import despina  # noqa: E402
 import despina.language as tl  # noqa: E402
@@ -61,24 +62,6 @@ def test_a_k_major_b_is_loaded_as_its_transpose() -> None:
     assert b_load and re.search(rf"= trans\({b_load.group(1)}\) \{{perm = \[1, 0\]\}}", k.asm["gpuir"])
     assert k.metadata["tensor_maps"][1]["shape"] == [UNBOUNDED, {"arg": 5}]  # B's N rows of K
     assert k.metadata["spill_stores"] == 0 and k.metadata["ptxas_warnings"] == []
-
-
-@despina.jit
-def stepped(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    """The loop steps by BLOCK_K and so do the pointers; A's rows are masked by M, B's columns by N."""
-    rm = tl.program_id(0) * BM + tl.arange(0, BM)
-    rn = tl.program_id(1) * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    a_ptrs = a_ptr + rm[:, None] * stride_am + rk[None, :]
-    b_ptrs = b_ptr + rk[:, None] * stride_bk + rn[None, :]
-    acc = tl.zeros((BM, BN), tl.float32)
-    for k in range(0, K, BK):
-        a = tl.load(a_ptrs, mask=(rm[:, None] < M) & (rk[None, :] < K - k), other=0.0)
-        b = tl.load(b_ptrs, mask=(k + rk[:, None] < K) & (rn[None, :] < N), other=0.0)
-        acc = tl.dot(a, b, acc)
-        a_ptrs += BK
-        b_ptrs += BK * stride_bk
-    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
 STEPPED_SIG = "*fp16:16,*fp16:16,*fp32:16,i32,i32,i32,i32:16+,i32:16+"
@@ -145,17 +128,6 @@ def test_plain_sm_90_keeps_its_pointer_loads() -> None:
     k = _tutorial(target="sm_90")
     assert "descriptor_load" not in k.asm["gpuir"] and not k.metadata.get("tensor_maps")
     assert _pipeline(k).startswith("3 stages, 2 loads by cp.async")
-
-
-@despina.jit
-def ws_pointers(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    rm, rn, rk = tl.program_id(0) * BM + tl.arange(0, BM), tl.program_id(1) * BN + tl.arange(0, BN), tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), tl.float32)
-    for k in tl.range(0, K, BK, warp_specialize=True):
-        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :])
-        b = tl.load(b_ptr + rn[:, None] * K + (k + rk)[None, :])
-        acc = tl.dot(a, b.T, acc)
-    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(tl.float16))
 
 
 def test_a_pointer_loop_of_tiles_gets_its_producer_warp() -> None:

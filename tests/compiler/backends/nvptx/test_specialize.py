@@ -12,6 +12,7 @@ from typing import Any
 
 import benchmark_kernels
 import pytest
+from pointer_tile_kernels import ws_pointers
 
 import despina
 import despina.language as tl
@@ -36,19 +37,6 @@ def ws_matmul(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, 
         acc = tl.dot(a_desc.load([off_m, k]), b_desc.load([off_n, k]).T, acc)
     rm, rn = off_m + tl.arange(0, BM), off_n + tl.arange(0, BN)
     tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(tl.float16), mask=(rm[:, None] < M) & (rn[None, :] < N))
-
-
-@despina.jit
-def ws_pointer_matmul(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    """Rows that wrap around M and N (tutorial 03's `% M`): no tile of a tensor, so cp.async copies them."""
-    rm = (tl.program_id(0) * BM + tl.arange(0, BM)) % M
-    rn, rk = (tl.program_id(1) * BN + tl.arange(0, BN)) % N, tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), tl.float32)
-    for k in tl.range(0, K, BK, warp_specialize=True):
-        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :])
-        b = tl.load(b_ptr + rn[:, None] * K + (k + rk)[None, :])
-        acc = tl.dot(a, b.T, acc)
-    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(tl.float16))
 
 
 @despina.jit
@@ -211,7 +199,8 @@ def test_the_flattened_persistent_loop_is_specialized_its_guard_computed_by_the_
 @pytest.mark.parametrize(("fn", "sig", "consts", "target", "why"), [
     (ws_matmul, SIG, {"BM": 128, "BN": 128, "BK": 64, "WS": True}, "sm_90",
      "its dots do not run on wgmma (sm_90a)"),
-    (ws_pointer_matmul, "*fp16:16,*fp16:16,*fp16:16,i32:16,i32:16,i32:16", {"BM": 128, "BN": 128, "BK": 64}, "sm_90a",
+    (ws_pointers, "*fp16:16,*fp16:16,*fp16:16,i32:16,i32:16,i32:16", {"BM": 128, "BN": 128, "BK": 64, "WRAP": True},
+     "sm_90a",
      "a load of the loop is copied by cp.async, not TMA (the producer issues TMA's copies alone)"),
     (ws_tiles, SIG, {"BM": 128, "BN": 128, "BK": 64}, "sm_90a",
      "a loop encloses it: the producer runs the loop once, from the kernel's entry"),
