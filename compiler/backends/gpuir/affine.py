@@ -1,7 +1,7 @@
 """Integer and pointer blocks as affine forms over a 2-D block's rows i and columns j: `const + a0 * i + a1 * j`,
 with `const`, `a0` and `a1` polynomials of the kernel's scalars (`Poly`: program ids, parameters, constants,
-loop induction variables, other scalar values as they are). What `pointer_tiles.py` proves a load's pointers
-and mask to be.
+loop induction variables, other scalar values as they are), seen through the hints `tl.multiple_of` and the like.
+What `pointer_tiles.py` proves a load's pointers and mask to be.
 
 - `Tiles.pointers(v, dims)`: a pointer block as (a pointer parameter, the `Form` of its offsets). A pointer a
   loop carries and steps by a loop-invariant scalar `s` an iteration is its initial value plus
@@ -26,6 +26,7 @@ from ...passes.flatten import defined_in
 from ...passes.rewrite import constant_value
 from .tma import multiple_of
 
+HINTS = ("multiple_of", "max_contiguous", "max_constancy")  # the value itself, with what the user says it is
 Monomial = tuple[int, ...]  # the numbers of its scalar factors, sorted, repeated for powers
 
 
@@ -170,6 +171,8 @@ class Tiles:
             return Form(start, unit)
         if name == "splat":
             return self.form(args[0], ())
+        if name in HINTS:
+            return self.form(args[0], dims)
         if name in ("add", "sub", "mul"):
             x, y = (self.form(a, dims) for a in args)
             if x is None or y is None:

@@ -123,7 +123,8 @@ def feeds_wgmma(op: Op, users: dict[Value, list[Op]], fn: Function, num_warps: i
 
 def multiple_of(v: Value, n: int, depth: int = 0) -> bool:
     """Whether integer `v` is provably a non-negative multiple of `n`: program ids, non-negative constants, and
-    sums, products, quotients by positive constants, remainders, minima and maxima of such values."""
+    sums, products, quotients by positive constants, remainders, minima and maxima of such values; and, for
+    n == 1, maxima with one such value (a `maximum(c, 0)`)."""
     owner = v.owner
     if not isinstance(owner, Op) or depth > 32:
         return False
@@ -133,6 +134,8 @@ def multiple_of(v: Value, n: int, depth: int = 0) -> bool:
         return isinstance(value, int) and not isinstance(value, bool) and value >= 0 and value % n == 0
     if name == "program_id":
         return n == 1
+    if name == "maximum" and n == 1:
+        return any(multiple_of(a, 1, depth + 1) for a in args)
     if name in ("add", "minimum", "maximum"):
         return all(multiple_of(a, n, depth + 1) for a in args)
     if name == "mul":
