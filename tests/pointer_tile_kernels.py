@@ -1,6 +1,6 @@
 """Pointer-load kernels the CPU tests (the GPU IR, the refusals) and the GPU tests (against torch) both compile:
-loads that read a tile of a tensor, which gpuir/pointer_tiles.py turns into descriptor loads, and their variants
-that stay on cp.async."""
+loads that read a tile of a tensor, which gpuir/pointer_tiles.py turns into descriptor loads, their variants
+that stay on cp.async, and rows that wrap (gpuir/wrap_versions.py)."""
 
 from __future__ import annotations
 
@@ -36,8 +36,9 @@ def stepped(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, BM: tl.constexpr
 def ws_pointers(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
                 WRAP: tl.constexpr = False):
     """A warp-specialized loop of pointer loads, A [M, K] and B [N, K] row-major, K masked; with WRAP, rows that
-    wrap around M and N (tutorial 03's `% M`): no tile of a tensor, so cp.async copies them and the loop gets no
-    producer warp."""
+    wrap around M and N (tutorial 03's `% M`): TMA copies them only in the loop versioned for the programs whose
+    rows do not wrap, and only where K, the rows' stride, is specialized positive (gpuir/wrap_versions.py); the loop
+    as written is copied by cp.async and gets no producer warp."""
     rm, rn, rk = tl.program_id(0) * BM + tl.arange(0, BM), tl.program_id(1) * BN + tl.arange(0, BN), tl.arange(0, BK)
     if WRAP:
         rm, rn = rm % M, rn % N
@@ -47,3 +48,21 @@ def ws_pointers(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr
         b = tl.load(b_ptr + rn[:, None] * K + (k + rk)[None, :], mask=(k + rk)[None, :] < K, other=0.0)
         acc = tl.dot(a, b.T, acc)
     tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(tl.float16), mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@despina.jit
+def clamped(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """Tutorial 09's pointer matmul without its persistent loop: rows and columns past M and N read row and column 0
+    (`tl.where`), the offsets hinted as tutorial 09 hints them, K's offsets made afresh each iteration."""
+    start_m, start_n = tl.program_id(0) * BM, tl.program_id(1) * BN
+    rm, rn = start_m + tl.arange(0, BM), start_n + tl.arange(0, BN)
+    rm = tl.max_contiguous(tl.multiple_of(tl.where(rm < M, rm, 0), BM), BM)
+    rn = tl.max_contiguous(tl.multiple_of(tl.where(rn < N, rn, 0), BN), BN)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for ki in range(tl.cdiv(K, BK)):
+        rk = ki * BK + tl.arange(0, BK)
+        a = tl.load(a_ptr + rm[:, None] * stride_am + rk[None, :], mask=rk[None, :] < K, other=0.0)
+        b = tl.load(b_ptr + rk[:, None] * stride_bk + rn[None, :], mask=rk[:, None] < K, other=0.0)
+        acc = tl.dot(a, b, acc)
+    cm, cn = start_m + tl.arange(0, BM), start_n + tl.arange(0, BN)
+    tl.store(c_ptr + cm[:, None] * N + cn[None, :], acc, mask=(cm[:, None] < M) & (cn[None, :] < N))

@@ -40,6 +40,7 @@ from .mma import MmaOperand
 from .ops import CONVERT
 from .pointer_tiles import pointer_tiles
 from .tma import plan_tensor_maps
+from .wrap_versions import drop_idle_versions, version_wraps
 
 if TYPE_CHECKING:
     from .pipeline import LoopPipeline
@@ -497,7 +498,9 @@ def assign_layouts(module: Module, num_warps: int, has_wgmma: bool = False) -> G
     log2(num_warps)
     fn = flatten_loops(clone_function(module.kernel))
     if has_wgmma:
+        versions = version_wraps(fn, module.attrs, num_warps)
         pointer_tiles(fn, module.attrs, num_warps)
+        drop_idle_versions(fn, versions)
         plan_tensor_maps(fn, module.attrs, num_warps)
     expand_descriptors(Module([fn], module.attrs), keep=lambda op: isinstance(op.attrs.get("tma"), int))
     fn = unroll_loops(fn)

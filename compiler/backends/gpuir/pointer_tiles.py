@@ -156,7 +156,7 @@ def _fills(other: Value) -> bool:
     return value is not None and (value == 0 or value != value)
 
 
-def _emit_poly(emit: Emitter, tiles: Tiles, p: Poly) -> Value:
+def emit_poly(emit: Emitter, tiles: Tiles, p: Poly) -> Value:
     """`p` as int32 arithmetic, monomials in the order of their factors' definitions."""
     total: Value | None = None
     for m in sorted(p.terms):
@@ -186,7 +186,7 @@ def _descriptor_load(tiles: Tiles, op: Op, tile: _Tile) -> list[Op]:
     emit = Emitter(ops, op.loc)
     shape = [_operand(emit, e) for e in tile.extents]
     stride = _operand(emit, tile.stride)
-    starts = [_emit_poly(emit, tiles, s) for s in tile.starts]
+    starts = [emit_poly(emit, tiles, s) for s in tile.starts]
     block = shape_of(op.result.type)
     other = _fill(op.operands[2]) if len(op.operands) == 3 else 0
     padding = "nan" if other is not None and other != other else "zero"

@@ -134,8 +134,8 @@ def test_a_k_major_b_with_block_k_equal_to_block_m_is_pipelined(dtype: str) -> N
     """One `tl.arange` for A's rows and both operands' K (BLOCK_K == BLOCK_M) tied A's and a K-major B's
     carried pointers to one layout: B was read a byte or two at a time, not pipelined, and the kernel
     spilled (255 registers, 76 bytes fp16 / 120 bytes fp8). Each loop's initial pointers now get their
-    own address computation (gpuir/coalesce.py). Tutorial 03's rows wrap around M (`% M`), so that its loads
-    stay on cp.async (gpuir/pointer_tiles.py)."""
+    own address computation (gpuir/coalesce.py). Tutorial 03's strides are not known positive here (`:16`), so that its
+    loads stay on cp.async (gpuir/pointer_tiles.py)."""
     sig = f"*{dtype}:16,*{dtype}:16,*fp16:16,i32:16,i32:16,i32:16,i32:16,i32:1,i32:1,i32:16,i32:16,i32:1"
     consts = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128, "GROUP_M": 8}
     k = despina.compile(KERNELS.matmul_tuned_kernel.fn, sig, consts, num_warps=8, num_stages=3, target="sm_90a")
@@ -146,7 +146,7 @@ def test_a_k_major_b_with_block_k_equal_to_block_m_is_pipelined(dtype: str) -> N
 
 @despina.jit
 def matmul_bt(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    rm = (tl.program_id(0) * BM + tl.arange(0, BM)) % M  # rows that wrap: cp.async, not TMA (gpuir/pointer_tiles.py)
+    rm = (tl.program_id(0) * BM + tl.arange(0, BM)) % M  # K, the rows' stride, not known positive: cp.async, not TMA
     rn = (tl.program_id(1) * BN + tl.arange(0, BN)) % N
     rk = tl.arange(0, BK)
     acc = tl.zeros((BM, BN), tl.float32)

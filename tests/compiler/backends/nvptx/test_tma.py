@@ -371,7 +371,7 @@ def test_copies_without_a_spare_slot_or_through_cp_async_come_after_the_dots(tmp
     sig = "*fp16:16,*fp16:16,*fp16:16,i32,i32,i32:16"
     wide = despina.compile(persistent_matmul, sig, {"BM": 128, "BN": 256, "BK": 64, "PROGRAMS": 132, "FLATTEN": True},
                            num_warps=8, num_stages=3, target="sm_90a")
-    pointers = despina.compile(benchmark_kernels.load(tmp_path).matmul_tuned_kernel.fn,  # rows wrap: cp.async
+    pointers = despina.compile(benchmark_kernels.load(tmp_path).matmul_tuned_kernel.fn,  # strides :16: cp.async
                                "*fp16:16,*fp16:16,*fp16:16,i32:16,i32:16,i32:16,i32:16,i32:1,i32:16,i32:1,i32:16,i32:1",
                                {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8}, num_warps=8, num_stages=4,
                                target="sm_90a")

@@ -1,5 +1,5 @@
-"""wgmma on CPU: tutorial 03's matmul (benchmarks/kernels.py's `matmul_tuned_kernel`, whose rows wrap
-around M and N, so that its loads stay on cp.async: `gpuir/pointer_tiles.py`) for sm_90a multiplies on
+"""wgmma on CPU: tutorial 03's matmul (benchmarks/kernels.py's `matmul_tuned_kernel`, whose strides this
+signature leaves unknown to be positive, so that its loads stay on cp.async: `gpuir/pointer_tiles.py`) for sm_90a multiplies on
 `wgmma.mma_async` from 128-byte-swizzled shared memory, asynchronously in its pipelined loop, and
 links to a cubin with nvJitLink; plain sm_90 and the dots wgmma does not take stay on mma.sync and
 the GPU IR says why; a wgmma plan lowered for plain sm_90 is a clear error, not an LLVM abort."""

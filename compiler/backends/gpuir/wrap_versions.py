@@ -1,0 +1,182 @@
+"""Loops whose tile offsets wrap (`% M`), versioned for the programs whose tiles do not, so that TMA copies them.
+
+Tutorial 03, as Triton ships it, wraps its rows and columns around the matrix:
+
+    offs_am = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
+
+(tutorial 09's pointer kernel writes `tl.where(offs_am < M, offs_am, 0)`), and its grouped ordering makes
+`pid_m` a quotient by a runtime value, which no analysis proves non-negative. `pointer_tiles` takes neither.
+Yet each program's rows `x = c + tl.arange(0, B)` wrap only when they end past M: where `0 <= c` and
+`c + B <= M`, `x % M` (and the `where`) is `x` itself. So each loop whose wgmma-fed loads read offsets so
+wrapped becomes
+
+    if 0 <= c and c < M and M - c >= B (for each wrapped x):    # scalar arithmetic, once a program
+        the loop, its wrapped offsets replaced by `maximum(c, 0) + tl.arange(0, B)`
+    else:
+        the loop as written
+
+in which `maximum(c, 0)` (equal to c there) is what proves the tile's start non-negative. `pointer_tiles`
+then rewrites the first loop's loads for TMA, and a version whose first loop gained no more pointer tiles
+than the second is dropped again (`drop_idle_versions`), leaving the loop as written. The programs at the
+matrix's edge run the second loop (cp.async), every other program the first; both loops' shared memory is
+allocated over the same bytes (`smem_alloc`: an `if` lowers both branches from the same state).
+
+`c < M` comes first in the condition so that `M - c` is only trusted where it cannot overflow; `c` is
+computed as int32 arithmetic, which is exact modulo 2^32, so where it lands in [0, M - B] every element of
+x is c + i exactly. Wraps inside the loop's own body (a flattened persistent loop's) stay as written.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...ir.core import Block, Function, Module, Op, Value
+from ...ir.types import TileType, int32, shape_of
+from ...passes.dce import dce
+from ...passes.rewrite import Emitter, clone_op, has_side_effects, users
+from .affine import Poly, Tiles
+from .pointer_tiles import emit_poly
+from .tma import feeds_wgmma
+
+
+def _wrapped(op: Op) -> tuple[Value, Value] | None:
+    """(x, the bound M's block) when `op` is `x % M` or `where(x < M, x, other)` of a 1-D int32 block x."""
+    if len(op.results) != 1 or not isinstance(op.result.type, TileType):
+        return None
+    if len(op.result.type.shape) != 1 or op.result.type.element_ty != int32:
+        return None
+    if op.name == "rem":
+        return op.operands[0], op.operands[1]
+    if op.name == "select":
+        cond, x = op.operands[0], op.operands[1]
+        test = cond.owner
+        if isinstance(test, Op) and test.name == "cmp":
+            a, b = test.operands
+            pred = test.attrs["pred"]
+            if pred == "lt" and a is x:
+                return x, b
+            if pred == "gt" and b is x:
+                return x, a
+    return None
+
+
+def _start(tiles: Tiles, x: Value, bound: Value) -> tuple[Poly, Poly] | None:
+    """(c, M) when x is `c + tl.arange(0, B)` and the bound is the same scalar M at every element."""
+    form, m = tiles.form(x, (0,)), tiles.form(bound, (0,))
+    if form is None or m is None or not m.uniform() or form.coef[0] != Poly.const(1):
+        return None
+    return form.const, m.const
+
+
+def _slice(block: Block, loop: Op, roots: set[Value]) -> list[Op] | None:
+    """The ops of `block` before `loop` that read `roots`, directly or through each other, or None when one of
+    them has regions or side effects."""
+    reach, found = set(roots), []
+    for op in block.ops[: block.ops.index(loop)]:
+        if any(v in reach for v in op.operands):
+            if op.regions or has_side_effects(op):
+                return None
+            found.append(op)
+            reach.update(op.results)
+    return found
+
+
+def _reads(loop: Op, values: set[Value]) -> bool:
+    return any(v in values for op in loop.walk() for v in op.operands)
+
+
+def version_wraps(fn: Function, attrs: dict[str, Any], num_warps: int) -> list[Op]:
+    """Version each loop of `fn` whose wgmma-fed loads read wrapped offsets computed before it in its block
+    (module docstring); the `if` ops made, for `drop_idle_versions`."""
+    tiles = Tiles(fn, attrs)
+    readers = users(fn)
+    made: list[Op] = []
+
+    def visit(block: Block) -> None:
+        for loop in list(block.ops):
+            for region in loop.regions:
+                visit(region)
+            if loop.name != "for" or not any(o.name == "load" and feeds_wgmma(o, readers, fn, num_warps)
+                                             for o in loop.regions[0].walk()):
+                continue
+            wraps: dict[Op, tuple[Poly, Poly]] = {}
+            for op in block.ops[: block.ops.index(loop)]:
+                found = _wrapped(op) if not op.regions else None
+                start = _start(tiles, *found) if found is not None else None
+                if start is not None:
+                    wraps[op] = start
+            ops = _slice(block, loop, {op.result for op in wraps})
+            if not wraps or ops is None or not _reads(loop, {r for o in ops for r in o.results} | {o.result for o in wraps}):
+                continue
+            made.append(_version(tiles, block, loop, wraps, ops))
+
+    visit(fn.body)
+    return made
+
+
+def _version(tiles: Tiles, block: Block, loop: Op, wraps: dict[Op, tuple[Poly, Poly]], ops: list[Op]) -> Op:
+    """Replace `loop` in `block` by `if (no wrap) {loop, unwrapped} else {loop}`; the `if`."""
+    guard: list[Op] = []
+    emit = Emitter(guard, loop.loc)
+    then: list[Op] = []
+    inner = Emitter(then, loop.loc)
+    zero = emit.const(0, int32)
+    cond: Value | None = None
+    mapping: dict[Value, Value] = {}
+    for op, (c, m) in wraps.items():
+        start, bound = emit_poly(emit, tiles, c), emit_poly(emit, tiles, m)
+        size = emit.const(shape_of(op.result.type)[0], int32)
+        fits = emit.op("and", emit.op("cmp", start, zero, pred="ge"), emit.op("cmp", start, bound, pred="lt"))
+        fits = emit.op("and", fits, emit.op("cmp", emit.op("sub", bound, start), size, pred="ge"))
+        cond = fits if cond is None else emit.op("and", cond, fits)
+        shape = list(shape_of(op.result.type))
+        first = inner.op("splat", inner.op("maximum", start, zero), shape=shape)
+        mapping[op.result] = inner.op("add", first, inner.op("arange", start=0, end=shape[0]))
+    assert cond is not None
+    then.extend(clone_op(op, mapping) for op in ops)
+    copy = clone_op(loop, mapping)
+    then.append(copy)
+    then_block, else_block = Block(), Block()
+    version = Op("if", [cond], [r.type for r in loop.results], {}, [then_block, else_block], loop.loc)
+    _redirect(block, loop, version.results)
+    then_block.ops = then + [Op("yield", list(copy.results), [], {}, (), loop.loc)]
+    else_block.ops = [loop, Op("yield", list(loop.results), [], {}, (), loop.loc)]
+    at = block.ops.index(loop)
+    block.ops[at : at + 1] = guard + [version]
+    return version
+
+
+def _redirect(block: Block, op: Op, values: list[Value]) -> None:
+    """Make the ops after `op` in `block` (the only ones that can read its results) read `values` instead."""
+    subst = dict(zip(op.results, values))
+    for later in block.ops[block.ops.index(op) + 1 :]:
+        for inner in later.walk():
+            inner.operands = [subst.get(v, v) for v in inner.operands]
+
+
+def _tiles(block: Block) -> int:
+    return sum(1 for op in block.walk() if op.name == "descriptor_load" and op.attrs.get("origin") == "pointers")
+
+
+def drop_idle_versions(fn: Function, versions: list[Op]) -> int:
+    """Put back the loop as written for each of `versions` whose unwrapped loop `pointer_tiles` gave no more
+    pointer tiles than the loop as written; the number kept."""
+    parent = {op: block for block in _blocks(fn.body) for op in block.ops}
+    kept = 0
+    for version in versions:
+        then_block, else_block = version.regions
+        if _tiles(then_block) > _tiles(else_block):
+            kept += 1
+            continue
+        block = parent[version]
+        *ops, yield_op = else_block.ops
+        _redirect(block, version, list(yield_op.operands))
+        at = block.ops.index(version)
+        block.ops[at : at + 1] = ops
+    if kept < len(versions):
+        dce(Module([fn]))
+    return kept
+
+
+def _blocks(block: Block) -> list[Block]:
+    return [block] + [b for op in block.ops for region in op.regions for b in _blocks(region)]

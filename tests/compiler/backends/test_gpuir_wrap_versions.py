@@ -1,0 +1,125 @@
+"""Loops whose rows wrap (`% M`, `tl.where(rm < M, rm, 0)`) versioned for the programs whose rows do not
+(gpuir/wrap_versions.py): tutorial 03 as Triton ships it gets a TMA loop beside its loop as written, sharing its
+shared memory; the versioned kernel computes what the kernel as written does, in the interpreter, on ragged
+shapes whose last programs wrap and a grid with programs wholly past the matrix; tutorial 09's `tl.where`
+through its hints; a warp-specialized loop, whose version alone gets the producer; and the versions dropped
+where TMA would take nothing more (strides not specialized positive, stages too small, sm_90)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("llvmlite")
+pytest.importorskip("cuda.bindings.nvjitlink")
+
+import benchmark_kernels  # noqa: E402
+from pointer_tile_kernels import clamped, ws_pointers  # noqa: E402
+
+import despina  # noqa: E402
+from despina.compiler.backends.gpuir.wrap_versions import version_wraps  # noqa: E402
+from despina.compiler.interpreter import run_kernel  # noqa: E402
+from despina.compiler.ir.core import Module  # noqa: E402
+from despina.compiler.ir.verifier import verify  # noqa: E402
+
+KERNELS = benchmark_kernels.load()
+GROUPED = KERNELS.matmul_grouped_kernel
+STRIDES = "i32:16+,i32:16+,i32:16+,i32:16+,i32:1,i32:16+,i32:1,i32:16+,i32:1"  # a launch at 4096^3 specializes so
+TUTORIAL = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8}
+
+
+def _grouped(dtype: str = "fp16", strides: str = STRIDES, target: str = "sm_90a", bk: int = 64) -> Any:
+    return despina.compile(GROUPED, f"*{dtype}:16,*{dtype}:16,*fp16:16,{strides}", {**TUTORIAL, "BLOCK_K": bk},
+                           num_warps=8, num_stages=3, target=target)
+
+
+def _pipelines(k: Any) -> list[str]:
+    return re.findall(r'pipeline = "([^"]*)"', k.asm["gpuir"])
+
+
+def test_tutorial_03_as_shipped_gets_a_tma_loop_for_the_programs_whose_rows_do_not_wrap() -> None:
+    k = _grouped()
+    gpuir, ptx = k.asm["gpuir"], k.asm["ptx"]
+    assert len(re.findall(r"= if\(", gpuir)) == 1
+    tma, written = _pipelines(k)
+    assert tma.startswith("3 stages, 2 loads by TMA") and written.startswith("3 stages, 2 loads by cp.async")
+    assert gpuir.count('origin = "pointers"') == 2 and len(k.metadata["tensor_maps"]) == 2
+    # The version's starts: `maximum(c, 0)`, what proves them non-negative, of the rows the guard checked.
+    assert len(re.findall(r"= maximum\(%\d+, %\d+\) : int32", gpuir)) == 2
+    assert "cp.async.bulk.tensor.2d" in ptx and "cp.async.cg" in ptx
+    # Both loops' rings lie over the same bytes: the TMA ring (3 slots of 32 KiB and its barriers) alone.
+    assert 3 * 32768 <= k.metadata["shared"] < 3 * 32768 + 1024
+    assert k.metadata["spill_stores"] == 0 and k.metadata["ptxas_warnings"] == []
+
+
+def test_tutorial_09_s_where_is_versioned_through_its_hints() -> None:
+    k = despina.compile(clamped, "*fp16:16,*fp16:16,*fp32:16,i32:16,i32:16,i32:16,i32:16+,i32:16+",
+                        {"BM": 128, "BN": 128, "BK": 64}, num_warps=8, num_stages=3, target="sm_90a")
+    tma, written = _pipelines(k)
+    assert tma.startswith("3 stages, 2 loads by TMA") and written.startswith("3 stages, 2 loads by cp.async")
+
+
+def test_a_warp_specialized_loop_s_version_alone_gets_the_producer() -> None:
+    k = despina.compile(ws_pointers, "*fp16:16,*fp16:16,*fp16:16,i32:16+,i32:16+,i32:16+",
+                        {"BM": 128, "BN": 128, "BK": 64, "WRAP": True}, num_warps=8, num_stages=3, target="sm_90a")
+    specialized = re.findall(r'warp_specialized = "([^"]*)"', k.asm["gpuir"])
+    assert len(specialized) == 2 and specialized[0].startswith("yes")
+    assert specialized[1] == "no: another loop of the kernel is warp-specialized"
+
+
+@pytest.mark.parametrize(("why", "strides", "dtype", "target", "bk"), [
+    ("strides that may be 0", "i32:16,i32:16,i32:16,i32:16,i32:1,i32:16,i32:1,i32:16,i32:1", "fp16", "sm_90a", 64),
+    ("16 KiB an iteration (MIN_STAGE_BYTES)", STRIDES, "fp8e4nv", "sm_90a", 64),
+    ("no TMA on sm_90", STRIDES, "fp16", "sm_90", 64),
+])
+def test_no_version_is_kept_where_tma_takes_nothing_more(why: str, strides: str, dtype: str, target: str,
+                                                         bk: int) -> None:
+    gpuir = _grouped(dtype, strides, target, bk).asm["gpuir"]
+    assert "= if(" not in gpuir and "maximum(" not in gpuir and "descriptor_load" not in gpuir, why
+    assert len(_pipelines(_grouped(dtype, strides, target, bk))) == 1
+
+
+def _module(kernel: Any, args: tuple[Any, ...], consts: dict[str, Any]) -> Module:
+    options = kernel.options({}, interpret=True)
+    return kernel.ir(kernel.specialize(kernel.bind(args, consts), options), options)
+
+
+def _grouped_case(m: int, n: int, k: int) -> tuple[Any, tuple[Any, ...], dict[str, Any], tuple[int, int, int], Any]:
+    """Tutorial 03 as shipped at 64x64x32 (which wgmma takes with 4 warps) on ragged shapes: the last rows and
+    columns of programs wrap."""
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((m, k)).astype(np.float16), rng.standard_normal((k, n)).astype(np.float16)
+    c = np.full((m, n), np.nan, np.float16)
+    grid = (-(-m // 64) * -(-n // 64), 1, 1)
+    return GROUPED, (a, b, c, m, n, k, k, 1, n, 1, n, 1), {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 2}, \
+        grid, a.astype(np.float32) @ b.astype(np.float32)
+
+
+def _past_case(m: int, n: int, k: int) -> tuple[Any, tuple[Any, ...], dict[str, Any], tuple[int, int, int], Any]:
+    """`ws_pointers` with WRAP on a grid of two more rows of programs than the matrix has: their rows, wholly past
+    M, wrap whole (and store what the programs they fold onto store)."""
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((m, k)).astype(np.float16), rng.standard_normal((n, k)).astype(np.float16)
+    c = np.full((m, n), np.nan, np.float16)
+    return ws_pointers, (a, b, c, m, n, k), {"BM": 64, "BN": 64, "BK": 32, "WRAP": True}, \
+        (-(-m // 64) + 2, -(-n // 64), 1), a.astype(np.float32) @ b.astype(np.float32).T
+
+
+@pytest.mark.parametrize(("case", "m", "n", "k"), [(_grouped_case, 200, 144, 96), (_past_case, 128, 96, 64)],
+                         ids=["ragged", "programs-past-the-matrix"])
+def test_the_versioned_kernel_computes_what_the_kernel_as_written_does(case: Any, m: int, n: int, k: int) -> None:
+    """In the interpreter: every element of C as the kernel as written computes it, versioned and not."""
+    results = []
+    for versioned in (False, True):
+        kernel, args, consts, grid, want = case(m, n, k)
+        module = _module(kernel, args, consts)
+        if versioned:
+            assert len(version_wraps(module.kernel, module.attrs, 4)) == 1
+            verify(module)
+        run_kernel(module, grid=grid, args=list(args))
+        results.append(args[2])
+    np.testing.assert_allclose(results[1].astype(np.float32), want, rtol=1e-2, atol=5e-2)
+    np.testing.assert_array_equal(results[0], results[1])

@@ -1,0 +1,92 @@
+"""Loops whose rows wrap, versioned for TMA (gpuir/wrap_versions.py), on a compute-capability-9.0 device against
+torch: tutorial 03 as Triton ships it (grouped, `% M`) on shapes whose edge programs wrap and take the loop as
+written, and on shapes where none does; tutorial 09's `tl.where` through its hints; a warp-specialized loop
+whose version alone has the producer, on a grid with rows of programs past the matrix; each checked to have
+kept its version; and tutorial 03 through the daemon."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import benchmark_kernels
+import numpy as np
+import pytest
+from pointer_tile_kernels import clamped, ws_pointers
+
+import despina
+from despina.runtime import driver
+
+from .test_execute import GrpcDaemon, gpu_daemon, on_daemon  # noqa: F401 (fixtures)
+from .test_pointer_tiles import _compiled, _operand, hopper  # noqa: F401 (fixture)
+
+# (M, N, K), (BM, BN, BK), warps, stages: every row stride a multiple of 16 elements, as TMA needs
+GROUPED = [
+    ((1000, 784, 576), (128, 128, 64), 8, 3),  # the last row and column of programs wrap
+    ((384, 512, 256), (128, 256, 64), 8, 3),  # none wraps
+    ((520, 400, 208), (128, 128, 64), 8, 4),  # K ragged too
+]
+
+
+def _versioned(gpuir: str) -> bool:
+    return gpuir.count("= if(") == 1 and "loads by TMA" in gpuir and "loads by cp.async" in gpuir
+
+
+@pytest.mark.parametrize("case", GROUPED, ids=lambda c: f"{'x'.join(map(str, c[0]))}-b{'x'.join(map(str, c[1]))}-s{c[3]}")
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_tutorial_03_as_shipped_matches_torch(hopper: Any, tmp_path: Path, dtype: str,  # noqa: F811
+                                              case: tuple[Any, ...]) -> None:
+    torch = hopper
+    (m, n, k), (bm, bn, bk), warps, stages = case
+    kernel = benchmark_kernels.load(tmp_path).matmul_grouped_kernel
+    a, b = _operand(torch, dtype, m, k, 1), _operand(torch, dtype, k, n, 2)
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)
+    args = (a, b, c, m, n, k, k, 1, n, 1, n, 1)
+    consts = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}
+    kernel[(despina.cdiv(m, bm) * despina.cdiv(n, bn),)](*args, **consts, num_warps=warps, num_stages=stages)
+    tol = 1e-2 if dtype == "fp16" else 3e-2
+    torch.testing.assert_close(c.double(), (a.double() @ b.double()).half().double(), rtol=tol, atol=tol * k**0.5)
+    assert _versioned(_compiled(kernel, args, consts, warps, stages).asm["gpuir"])
+
+
+def test_tutorial_09_s_where_matches_torch(hopper: Any) -> None:  # noqa: F811
+    torch = hopper
+    m, n, k = 300, 272, 400
+    a, b = _operand(torch, "fp16", m, k, 3), _operand(torch, "fp16", k, n, 4)
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float32)
+    args = (a, b, c, m, n, k, k, n)
+    consts = {"BM": 128, "BN": 128, "BK": 64}
+    clamped[(despina.cdiv(m, 128), despina.cdiv(n, 128))](*args, **consts, num_warps=8, num_stages=3)
+    torch.testing.assert_close(c.double(), a.double() @ b.double(), rtol=1e-2, atol=1e-2 * k**0.5)
+    assert _versioned(_compiled(clamped, args, consts, 8, 3).asm["gpuir"])
+
+
+def test_a_specialized_wrapped_loop_matches_torch_with_programs_past_the_matrix(hopper: Any) -> None:  # noqa: F811
+    """Two more rows of programs than the matrix has: their rows wrap whole and store what rows 0-255 hold."""
+    torch = hopper
+    m, n, k = 336, 400, 320
+    a, b = _operand(torch, "fp16", m, k, 5), _operand(torch, "fp16", n, k, 6)
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)
+    args = (a, b, c, m, n, k)
+    consts = {"BM": 128, "BN": 128, "BK": 64, "WRAP": True}
+    ws_pointers[(despina.cdiv(m, 128) + 2, despina.cdiv(n, 128))](*args, **consts, num_warps=8, num_stages=3)
+    torch.testing.assert_close(c.double(), (a.double() @ b.double().T).half().double(), rtol=1e-2,
+                               atol=1e-2 * k**0.5)
+    gpuir = _compiled(ws_pointers, args, consts, 8, 3).asm["gpuir"]
+    assert _versioned(gpuir) and 'warp_specialized = "yes' in gpuir
+
+
+def test_the_daemon_runs_tutorial_03_as_shipped(gpu_device: driver.Device, on_daemon: GrpcDaemon,  # noqa: F811
+                                                tmp_path: Path) -> None:
+    if gpu_device.capability != (9, 0):
+        pytest.skip("TMA needs a compute-capability-9.0 device")
+    rng = np.random.default_rng(8)
+    m, n, k = 200, 272, 192
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    c = np.full((m, n), np.nan, np.float16)
+    kernel = benchmark_kernels.load(tmp_path).matmul_grouped_kernel
+    kernel.run_remote[(despina.cdiv(m, 128) * despina.cdiv(n, 128),)](
+        a, b, c, m, n, k, k, 1, n, 1, n, 1, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3)
+    want = a.astype(np.float32) @ b.astype(np.float32)
+    np.testing.assert_allclose(c.astype(np.float32), want, rtol=1e-2, atol=1e-1)
