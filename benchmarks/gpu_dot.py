@@ -124,7 +124,8 @@ def matmul_row(kernels: dict[str, ModuleType], kernel: str, label: str, inputs: 
 
 
 def matmul(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
-    """The tutorial matmul, TFLOP/s (TOP/s for int8). Triton's tensor-core path is mma.sync when
+    """The tutorial matmul, TFLOP/s (TOP/s for int8); for fp16 and bf16 also tutorial 03 as Triton ships it
+    ("grouped": grouped ordering, rows that wrap with `% M`). Triton's tensor-core path is mma.sync when
     DISABLE_MMA_V3=1 is set (the sm_80 comparison), wgmma otherwise. fp16 and bf16 store fp16; tf32
     (fp32 operands, the kernel unchanged: tf32 is the default precision of both) stores fp16 beside
     torch.matmul with TF32 allowed; int8 accumulates and stores int32, beside torch._int_mm; fp8 e4m3
@@ -142,6 +143,10 @@ def matmul(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
                 ty = "fp16" if dtype == "float16" else "bf16"
                 rows.append(matmul_row(kernels, "matmul_kernel", dtype[:4], (a, b, ref), f"*{ty}:16,*{ty}:16,*fp16:16",
                                        config, close, lambda a=a, b=b: torch.matmul(a, b), rounds))
+                grid = (math.ceil(size / config[0]) * math.ceil(size / config[1]),)
+                rows.append(matmul_row(kernels, "matmul_grouped_kernel", f"{dtype[:4]} grouped", (a, b, ref),
+                                       f"*{ty}:16,*{ty}:16,*fp16:16", config, close, lambda a=a, b=b: torch.matmul(a, b),
+                                       rounds, grid, GROUP_M=8))
     size = 4096
     a, b = (torch.randn((size, size), device="cuda") for _ in range(2))
     tf32 = torch.backends.cuda.matmul.allow_tf32
