@@ -115,6 +115,34 @@ def test_a_load_that_is_no_proven_tile_stays_a_pointer_load(how: str, sig: str) 
     assert re.search(r"= load\(", gpuir)
 
 
+@despina.jit
+def proven(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+           HOW: tl.constexpr):
+    start = tl.program_id(0) * BM
+    if HOW == "a start clamped at 0":
+        start = tl.maximum(start - 8, 0)
+    rm = start + tl.arange(0, BM)
+    if HOW == "hinted rows":
+        rm = tl.max_contiguous(tl.multiple_of(rm, BM), BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in range(0, K, BK):
+        a = tl.load(a_ptr + rm[:, None] * stride_am + (k + rk)[None, :], mask=rk[None, :] < K - k, other=0.0)
+        b = tl.load(b_ptr + (k + rk)[:, None] * stride_bk + rn[None, :])
+        acc = tl.dot(a, b, acc)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc)
+
+
+@pytest.mark.parametrize("how", ["a start clamped at 0", "hinted rows"])
+def test_a_clamped_start_and_hinted_offsets_are_tiles(how: str) -> None:
+    """`maximum(c, 0)` is non-negative whatever c is, and `tl.multiple_of` / `tl.max_contiguous` are the values
+    they hint: both loads are tiles."""
+    k = despina.compile(proven, STEPPED_SIG, {"BM": 128, "BN": 256, "BK": 64, "HOW": how}, num_warps=8, num_stages=3,
+                        target="sm_90a")
+    assert k.asm["gpuir"].count('origin = "pointers"') == 2
+
+
 def test_stages_of_fewer_bytes_than_tma_pays_for_stay_on_cp_async() -> None:
     """fp8 at 128x128x64: 16 KiB an iteration (`MIN_STAGE_BYTES`), whose tiles cp.async copies sooner."""
     sig = "*fp8e4nv:16,*fp8e4nv:16,*fp16:16,i32:16+,i32:16+,i32:16+,i32:16+,i32:1,i32:1,i32:16+,i32:16+,i32:1"
