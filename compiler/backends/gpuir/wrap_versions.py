@@ -86,32 +86,38 @@ def _reads(loop: Op, values: set[Value]) -> bool:
 
 
 def version_wraps(fn: Function, attrs: dict[str, Any], num_warps: int) -> list[Op]:
-    """Version each loop of `fn` whose wgmma-fed loads read wrapped offsets computed before it in its block
-    (module docstring); the `if` ops made, for `drop_idle_versions`."""
+    """Version each outermost loop of `fn` whose wgmma-fed loads read wrapped offsets computed before it in its
+    block (module docstring); the `if` ops made, for `drop_idle_versions`. A versioned loop's inner loops are
+    left as they are (its copy unwraps what they read from before it)."""
     tiles = Tiles(fn, attrs)
     readers = users(fn)
     made: list[Op] = []
 
     def visit(block: Block) -> None:
         for loop in list(block.ops):
+            wraps = _wraps(tiles, block, loop) if loop.name == "for" and any(
+                o.name == "load" and feeds_wgmma(o, readers, fn, num_warps) for o in loop.regions[0].walk()) else None
+            ops = _slice(block, loop, {op.result for op in wraps}) if wraps else None
+            if wraps and ops is not None:
+                made.append(_version(tiles, block, loop, wraps, ops))
+                continue
             for region in loop.regions:
                 visit(region)
-            if loop.name != "for" or not any(o.name == "load" and feeds_wgmma(o, readers, fn, num_warps)
-                                             for o in loop.regions[0].walk()):
-                continue
-            wraps: dict[Op, tuple[Poly, Poly]] = {}
-            for op in block.ops[: block.ops.index(loop)]:
-                found = _wrapped(op) if not op.regions else None
-                start = _start(tiles, *found) if found is not None else None
-                if start is not None:
-                    wraps[op] = start
-            ops = _slice(block, loop, {op.result for op in wraps})
-            if not wraps or ops is None or not _reads(loop, {r for o in ops for r in o.results} | {o.result for o in wraps}):
-                continue
-            made.append(_version(tiles, block, loop, wraps, ops))
 
     visit(fn.body)
     return made
+
+
+def _wraps(tiles: Tiles, block: Block, loop: Op) -> dict[Op, tuple[Poly, Poly]]:
+    """The wraps of `block` before `loop` that `loop` reads (through the ops between), each with its (c, M)."""
+    found: dict[Op, tuple[Poly, Poly]] = {}
+    for op in block.ops[: block.ops.index(loop)]:
+        wrap = _wrapped(op)
+        start = _start(tiles, *wrap) if wrap is not None else None
+        ops = _slice(block, loop, {op.result}) if start is not None else None
+        if start is not None and ops is not None and _reads(loop, {op.result} | {r for o in ops for r in o.results}):
+            found[op] = start
+    return found
 
 
 def _version(tiles: Tiles, block: Block, loop: Op, wraps: dict[Op, tuple[Poly, Poly]], ops: list[Op]) -> Op:

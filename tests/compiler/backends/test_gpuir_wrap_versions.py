@@ -20,6 +20,7 @@ import benchmark_kernels  # noqa: E402
 from pointer_tile_kernels import clamped, ws_pointers  # noqa: E402
 
 import despina  # noqa: E402
+import despina.language as tl  # noqa: E402
 from despina.compiler.backends.gpuir.wrap_versions import version_wraps  # noqa: E402
 from despina.compiler.interpreter import run_kernel  # noqa: E402
 from despina.compiler.ir.core import Module  # noqa: E402
@@ -68,6 +69,36 @@ def test_a_warp_specialized_loop_s_version_alone_gets_the_producer() -> None:
     specialized = re.findall(r'warp_specialized = "([^"]*)"', k.asm["gpuir"])
     assert len(specialized) == 2 and specialized[0].startswith("yes")
     assert specialized[1] == "no: another loop of the kernel is warp-specialized"
+
+
+@despina.jit
+def two_wraps(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """Rows that wrap for the loads, columns that wrap for the store alone; the K loop in a loop over two batches
+    (of K, accumulated)."""
+    rm = (tl.program_id(0) * BM + tl.arange(0, BM)) % M
+    cn = (tl.program_id(1) * BN + tl.arange(0, BN)) % N
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for _ in range(2):
+        for k in range(0, K, BK):
+            a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :], mask=(k + rk)[None, :] < K, other=0.0)
+            b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :], mask=(k + rk)[:, None] < K, other=0.0)
+            acc = tl.dot(a, b, acc)
+    tl.store(c_ptr + rm[:, None] * N + cn[None, :], acc)
+
+
+def test_the_guard_checks_the_wraps_the_loop_reads_and_the_outer_loop_is_versioned_whole() -> None:
+    """The columns' wrap, which only the store reads, is no condition of the version; the outer loop is the one
+    versioned, once, its copy's inner loop on TMA."""
+    k = despina.compile(two_wraps, "*fp16:16,*fp16:16,*fp32:16,i32,i32:16+,i32:16+", {"BM": 128, "BN": 256, "BK": 64},
+                        num_warps=8, num_stages=3, target="sm_90a")
+    gpuir = k.asm["gpuir"]
+    assert gpuir.count("= if(") == 1 and gpuir.count("= maximum(") == 1
+    assert gpuir.count('{pred = "ge"}') == 2  # 0 <= c and M - c >= BM, for the rows alone
+    assert gpuir.count('pipeline = "none: no load feeds a tensor-core dot"') == 2  # the outer loop, in each branch
+    tma, written = [p for p in _pipelines(k) if "stages" in p]
+    assert tma.startswith("3 stages, 2 loads by TMA") and written.startswith("3 stages, 1 loads by cp.async and 1")
 
 
 @pytest.mark.parametrize(("why", "strides", "dtype", "target", "bk"), [
