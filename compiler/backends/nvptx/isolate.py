@@ -16,6 +16,7 @@ This module imports only the standard library and `llvm` (which imports no llvml
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import json
 import os
@@ -68,6 +69,10 @@ def worker_command(arch: str | None = None) -> list[str]:
 
 def _start(arch: str | None = None) -> subprocess.Popen[str]:
     global _worker, _stderr, _lifeline
+    if _worker is not None:  # a dead one: its pipes, and its last words (read if a request saw it die)
+        _close_pipes(_worker)
+    if _stderr is not None:
+        _stderr.close()
     _stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
     _cut_lifeline()
     far, _lifeline = os.pipe()
@@ -119,24 +124,36 @@ def prestart(arch: str | None = None) -> None:
 
 
 def stop() -> None:
-    """Stop the worker if one runs (closing its stdin ends it); the next request starts a fresh one."""
-    global _worker
+    """Stop the worker if one runs (closing its stdin ends it); the next request starts a fresh one. Also
+    run at exit, so that the process leaves no worker and no open pipe behind (no ResourceWarning)."""
+    global _worker, _stderr
     with _lock:
         worker, _worker = _worker, None
-        if worker is None:
-            return
-        _cut_lifeline()
+        stderr, _stderr = _stderr, None
+        if worker is not None:
+            _cut_lifeline()
+    if stderr is not None:
+        stderr.close()
+    if worker is None:
+        return
+    _close_pipes(worker)
+    try:
+        worker.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        worker.kill()
+        worker.wait()
+
+
+atexit.register(stop)
+
+
+def _close_pipes(worker: subprocess.Popen[str]) -> None:
     for pipe in (worker.stdin, worker.stdout):
         if pipe is not None:
             try:
                 pipe.close()
             except OSError:
                 pass
-    try:
-        worker.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        worker.kill()
-        worker.wait()
 
 
 def _last_words() -> str:
@@ -179,6 +196,7 @@ def _request(message: dict[str, object], meanwhile: bool = False) -> dict[str, o
         if not line:
             code = worker.wait()
             words = _last_words()
+            _close_pipes(worker)
             _worker = None
             doing = f"compiling for {message['arch']}" if "arch" in message else "answering"
             raise LLVMError(f"LLVM crashed while {doing} (worker exit status {code}):\n{words}")

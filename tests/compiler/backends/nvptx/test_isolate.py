@@ -201,3 +201,29 @@ def test_compile_module_through_a_prestarted_worker(fresh: None) -> None:
     local = compile_module(kernels.vector_add(), target="sm_90", isolate=False)
     assert isolated.asm["ptx"] == local.asm["ptx"] and isolated.cubin == local.cubin
     assert isolated.metadata["llvm_version"] == local.metadata["llvm_version"]
+
+
+def test_a_process_leaves_no_worker_pipe_or_file_open_at_exit() -> None:
+    """Under `python -X dev` (which shows ResourceWarnings): a worker killed while idle (replaced by the next
+    request), one killed during a request (which gets an `LLVMError`, and the request after it a fresh worker),
+    and exit (which stops the last one) leave nothing unclosed. Workers used to outlive the interpreter's shutdown
+    ('subprocess ... is still running' and three unclosed files), and dead ones to leave their pipes open."""
+    code = (
+        "import os, signal, threading, time\n"
+        "from despina.compiler.backends.nvptx import LLVMError, isolate\n"
+        "os.kill(isolate.worker_info()['pid'], signal.SIGKILL)\n"
+        "isolate._worker.wait()\n"
+        "pid = isolate.worker_info()['pid']\n"
+        "errors = []\n"
+        "def busy():\n"
+        "    try:\n"
+        "        isolate.worker_info(5)\n"
+        "    except LLVMError as exc:\n"
+        "        errors.append(exc)\n"
+        "t = threading.Thread(target=busy)\n"
+        "t.start(); time.sleep(0.3); os.kill(pid, signal.SIGKILL); t.join()\n"
+        "print(len(errors), isolate.worker_info()['pid'] not in (pid, 0))\n"
+    )
+    done = subprocess.run([sys.executable, "-X", "dev", "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout == "1 True\n", done.stderr
+    assert "ResourceWarning" not in done.stderr, done.stderr
