@@ -21,7 +21,7 @@ than the second is dropped again (`drop_idle_versions`), leaving the loop as wri
 matrix's edge run the second loop (cp.async), every other program the first; both loops' shared memory is
 allocated over the same bytes (`smem_alloc`: an `if` lowers both branches from the same state).
 
-`c < M` comes first in the condition so that `M - c` is only trusted where it cannot overflow; `c` is
+`c < M` is in the condition so that `M - c >= B` counts only where `M - c` cannot overflow; `c` is
 computed as int32 arithmetic, which is exact modulo 2^32, so where it lands in [0, M - B] every element of
 x is c + i exactly. Wraps inside the loop's own body (a flattened persistent loop's) stay as written.
 """
@@ -164,24 +164,20 @@ def _tiles(block: Block) -> int:
     return sum(1 for op in block.walk() if op.name == "descriptor_load" and op.attrs.get("origin") == "pointers")
 
 
-def drop_idle_versions(fn: Function, versions: list[Op]) -> int:
+def drop_idle_versions(fn: Function, versions: list[Op]) -> None:
     """Put back the loop as written for each of `versions` whose unwrapped loop `pointer_tiles` gave no more
-    pointer tiles than the loop as written; the number kept."""
+    pointer tiles than the loop as written."""
     parent = {op: block for block in _blocks(fn.body) for op in block.ops}
-    kept = 0
-    for version in versions:
-        then_block, else_block = version.regions
-        if _tiles(then_block) > _tiles(else_block):
-            kept += 1
-            continue
+    idle = [v for v in versions if _tiles(v.regions[0]) <= _tiles(v.regions[1])]
+    for version in idle:
+        else_block = version.regions[1]
         block = parent[version]
         *ops, yield_op = else_block.ops
         _redirect(block, version, list(yield_op.operands))
         at = block.ops.index(version)
         block.ops[at : at + 1] = ops
-    if kept < len(versions):
+    if idle:
         dce(Module([fn]))
-    return kept
 
 
 def _blocks(block: Block) -> list[Block]:
