@@ -256,9 +256,9 @@ class Tuner:
                                               enumerate(zip(req.candidates, compiled))))
 
     async def _measure(self, key: str, req: TuneRequest, info: dict[str, Any], device: str, driver: int) -> Tuning:
-        """Every config compiled at once and screened in order as its compile lands (the GPU measures
-        the first configs while the workers still compile the others); then the contenders measured
-        for the client's whole budget. A screened-out config's timing is its first-round figure."""
+        """Every config compiled at once and screened as its compile lands, whichever lands first (the GPU
+        measures the quick compiles while the workers still compile the slow ones); then the contenders
+        measured for the client's whole budget. A screened-out config's timing is its first-round figure."""
         start = time.perf_counter()
         target = str(info["target"])
         tasks = self._start_compiles(req, target)
@@ -269,19 +269,20 @@ class Tuner:
             for t in tasks:
                 t.cancel()
             raise
-        compiled: list[tuple[str, Any, str] | str] = []
-        timings: list[float | None] = []
-        errors: list[str | None] = []
-        for c, task in zip(req.candidates, tasks):
-            got = await self._landed(task)
-            compiled.append(got)
-            if isinstance(got, str):
-                timings.append(None)
-                errors.append(got)
-                continue
-            ms, error = await self._timed(key, sig, got, c, values, req, info, SCREEN_FRACTION)
-            timings.append(ms)
-            errors.append(error)
+        compiled: list[tuple[str, Any, str] | str] = ["" for _ in tasks]
+        timings: list[float | None] = [None for _ in tasks]
+        errors: list[str | None] = [None for _ in tasks]
+        index = {task: i for i, task in enumerate(tasks)}
+        waiting: set[asyncio.Future[tuple[str, Any, str]]] = set(tasks)
+        while waiting:
+            landed, waiting = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            for i in sorted(index[task] for task in landed):
+                got = compiled[i] = await self._landed(tasks[i])
+                if isinstance(got, str):
+                    errors[i] = got
+                    continue
+                timings[i], errors[i] = await self._timed(key, sig, got, req.candidates[i], values, req, info,
+                                                          SCREEN_FRACTION)
         self._check_compiled(req, compiled)
         screened = [t for t in timings if t is not None]
         contenders = [i for i, t in enumerate(timings) if t is not None and t <= min(screened) * CONTENDER_MARGIN]

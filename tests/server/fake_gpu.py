@@ -13,7 +13,8 @@ and its crashes are tested on CPU-only machines.
 
 A tuning's benchmark job (one with "bench") measures 1/num_warps ms, so that the config with the most
 warps wins (`tune_budget_kernel` adds rep_ms / 100,000, which shows each run's budget); for `tune_fault_kernel`, 2 warps fault (sticky, the worker exits) and 1 warp crashes the
-worker.
+worker. With FAKE_GPU_BENCH_LOG set (the daemon's environment), each measurement appends its warps to that file: the
+order in which the daemon measured its configs.
 
 `no_device` is a host without a GPU; `broken` is an executor that fails to open for another reason.
 """
@@ -71,6 +72,9 @@ class FakeExecutor:
                                  "CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access", fatal=True)
         if name == "tune_fault_kernel" and warps == 1:
             os._exit(3)
+        if log := os.environ.get("FAKE_GPU_BENCH_LOG"):
+            with open(log, "a") as f:
+                f.write(f"{warps}\n")
         extra = float(job["bench"]["rep_ms"]) / 1e5 if name == "tune_budget_kernel" else 0.0
         return {"ms": 1.0 / warps + extra, "runs": 1, "seconds": 1e-4, "pid": os.getpid()}
 

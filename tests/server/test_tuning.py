@@ -86,6 +86,25 @@ def test_only_configs_within_20_percent_of_the_fastest_get_the_whole_budget() ->
     with_service(body, executor=FAKE_GPU, workers=2)
 
 
+def test_configs_are_screened_as_their_compiles_land(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first config compiles slowest (a second): the GPU screens the three others meanwhile, then it, then
+    measures the contender (8 warps) for the whole budget. The daemon used to screen in the configs' order, the
+    GPU idle until the first config's compile landed (tutorial 03's list starts with its largest tile)."""
+    log = tmp_path / "bench.log"
+    monkeypatch.setenv("FAKE_GPU_BENCH_LOG", str(log))
+    salt = unique()
+    cands = candidates(warps=(1,), salt=salt, fake_sleep="1.0") + candidates(warps=(2, 4, 8), salt=salt)
+
+    async def body(service: CompileService) -> None:
+        r = await service.tuner.tune(tune(cands))
+        assert r.tuning is not None and r.tuning.winner == 3
+        assert r.tuning.timings_ms == [1.0, 0.5, 0.25, 0.125]
+
+    with_service(body, executor=FAKE_GPU, workers=4)
+    order = [int(w) for w in log.read_text().split()]
+    assert sorted(order[:3]) == [2, 4, 8] and order[3:] == [1, 8]
+
+
 def test_concurrent_requests_for_one_tuning_run_it_once() -> None:
     key, cands = client_key(), candidates(fake_sleep="0.2")
 
