@@ -66,3 +66,44 @@ def clamped(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, BM: tl.constexpr
         acc = tl.dot(a, b, acc)
     cm, cn = start_m + tl.arange(0, BM), start_n + tl.arange(0, BN)
     tl.store(c_ptr + cm[:, None] * N + cn[None, :], acc, mask=(cm[:, None] < M) & (cn[None, :] < N))
+
+
+@despina.jit
+def grouped(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+            GROUP_M: tl.constexpr):
+    """Tutorial 03's grouped ordering without its wraps: rows and columns start at quotients by runtime values,
+    which no analysis proves non-negative (gpuir/wrap_versions.py versions the loop on `0 <= start`); what lies
+    past M, N and K masked."""
+    pid = tl.program_id(0)
+    num_pid_m, num_pid_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
+    group = GROUP_M * num_pid_n
+    first_m = (pid // group) * GROUP_M
+    group_m = min(num_pid_m - first_m, GROUP_M)
+    rm = (first_m + (pid % group) % group_m) * BM + tl.arange(0, BM)
+    rn = (pid % group) // group_m * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in range(0, K, BK):
+        a = tl.load(a_ptr + rm[:, None] * stride_am + (k + rk)[None, :], mask=(rm[:, None] < M) & ((k + rk)[None, :] < K),
+                    other=0.0)
+        b = tl.load(b_ptr + (k + rk)[:, None] * stride_bk + rn[None, :], mask=((k + rk)[:, None] < K) & (rn[None, :] < N),
+                    other=0.0)
+        acc = tl.dot(a, b, acc)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@despina.jit
+def shifted(a_ptr, b_ptr, c_ptr, M, N, K, SHIFT, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """C = A[rows - SHIFT] B for a runtime SHIFT: program 0's rows start at -SHIFT, before A's first row (memory the
+    caller's buffer holds), so that it runs the loop as written, and the programs after it the version on TMA
+    (gpuir/wrap_versions.py)."""
+    rm = tl.program_id(0) * BM - SHIFT + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in range(0, K, BK):
+        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :], mask=(k + rk)[None, :] < K, other=0.0)
+        b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :], mask=(k + rk)[:, None] < K, other=0.0)
+        acc = tl.dot(a, b, acc)
+    cm = tl.program_id(0) * BM + tl.arange(0, BM)
+    tl.store(c_ptr + cm[:, None] * N + rn[None, :], acc, mask=(cm[:, None] < M) & (rn[None, :] < N))

@@ -1,8 +1,9 @@
-"""Loops whose rows wrap, versioned for TMA (gpuir/wrap_versions.py), on a compute-capability-9.0 device against
-torch: tutorial 03 as Triton ships it (grouped, `% M`) on shapes whose edge programs wrap and take the loop as
-written, and on shapes where none does; tutorial 09's `tl.where` through its hints; a warp-specialized loop
-whose version alone has the producer, on a grid with rows of programs past the matrix; each checked to have
-kept its version; and tutorial 03 through the daemon."""
+"""Loops whose rows wrap or may start below 0, versioned for TMA (gpuir/wrap_versions.py), on a
+compute-capability-9.0 device against torch: tutorial 03 as Triton ships it (grouped, `% M`) on shapes whose edge
+programs wrap and take the loop as written, and on shapes where none does; tutorial 09's `tl.where` through its
+hints; a warp-specialized loop whose version alone has the producer, on a grid with rows of programs past the
+matrix; a grouped ordering without wraps; rows shifted before the matrix, whose first program must take the loop
+as written; each checked to have kept its version; and tutorial 03 through the daemon."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 import benchmark_kernels
 import numpy as np
 import pytest
-from pointer_tile_kernels import clamped, ws_pointers
+from pointer_tile_kernels import clamped, grouped, shifted, ws_pointers
 
 import despina
 from despina.runtime import driver
@@ -74,6 +75,32 @@ def test_a_specialized_wrapped_loop_matches_torch_with_programs_past_the_matrix(
                                atol=1e-2 * k**0.5)
     gpuir = _compiled(ws_pointers, args, consts, 8, 3).asm["gpuir"]
     assert _versioned(gpuir) and 'warp_specialized = "yes' in gpuir
+
+
+def test_a_grouped_ordering_without_wraps_matches_torch(hopper: Any) -> None:  # noqa: F811
+    torch = hopper
+    m, n, k = 1000, 784, 320
+    a, b = _operand(torch, "fp16", m, k, 7), _operand(torch, "fp16", k, n, 8)
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float32)
+    args = (a, b, c, m, n, k, k, n)
+    consts = {"BM": 128, "BN": 128, "BK": 64, "GROUP_M": 8}
+    grouped[(despina.cdiv(m, 128) * despina.cdiv(n, 128),)](*args, **consts, num_warps=8, num_stages=3)
+    torch.testing.assert_close(c.double(), a.double() @ b.double(), rtol=1e-2, atol=1e-2 * k**0.5)
+    assert _versioned(_compiled(grouped, args, consts, 8, 3).asm["gpuir"])
+
+
+def test_rows_before_the_matrix_run_the_loop_as_written(hopper: Any) -> None:  # noqa: F811
+    """Program 0's rows start 8 rows before A's view (rows of its buffer): the guard sends it to the loop as written;
+    the version would read from row 0 (`maximum(c, 0)`)."""
+    torch = hopper
+    m, n, k, shift = 384, 256, 192, 8
+    whole, b = _operand(torch, "fp16", m + shift, k, 9), _operand(torch, "fp16", k, n, 10)
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float32)
+    args = (whole[shift:], b, c, m, n, k, shift)
+    consts = {"BM": 128, "BN": 128, "BK": 64}
+    shifted[(despina.cdiv(m, 128), despina.cdiv(n, 128))](*args, **consts, num_warps=8, num_stages=3)
+    torch.testing.assert_close(c.double(), whole[:m].double() @ b.double(), rtol=1e-2, atol=1e-2 * k**0.5)
+    assert _versioned(_compiled(shifted, args, consts, 8, 3).asm["gpuir"])
 
 
 def test_the_daemon_runs_tutorial_03_as_shipped(gpu_device: driver.Device, on_daemon: GrpcDaemon,  # noqa: F811

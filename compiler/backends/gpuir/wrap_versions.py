@@ -1,4 +1,5 @@
-"""Loops whose tile offsets wrap (`% M`), versioned for the programs whose tiles do not, so that TMA copies them.
+"""Loops whose tile offsets wrap (`% M`) or may start below 0, versioned for the programs whose tiles do neither,
+so that TMA copies them.
 
 Tutorial 03, as Triton ships it, wraps its rows and columns around the matrix:
 
@@ -8,10 +9,10 @@ Tutorial 03, as Triton ships it, wraps its rows and columns around the matrix:
 `pid_m` a quotient by a runtime value, which no analysis proves non-negative. `pointer_tiles` takes neither.
 Yet each program's rows `x = c + tl.arange(0, B)` wrap only when they end past M: where `0 <= c` and
 `c + B <= M`, `x % M` (and the `where`) is `x` itself. So each loop whose wgmma-fed loads read offsets so
-wrapped becomes
+wrapped, or rows x whose start c no analysis proves non-negative (a grouped ordering without `% M`), becomes
 
-    if 0 <= c and c < M and M - c >= B (for each wrapped x):    # scalar arithmetic, once a program
-        the loop, its wrapped offsets replaced by `maximum(c, 0) + tl.arange(0, B)`
+    if 0 <= c and c < M and M - c >= B (for each wrapped x; 0 <= c alone for rows that do not wrap):
+        the loop, those offsets replaced by `maximum(c, 0) + tl.arange(0, B)`    # (the guard: once a program)
     else:
         the loop as written
 
@@ -68,6 +69,21 @@ def _start(tiles: Tiles, x: Value, bound: Value) -> tuple[Poly, Poly] | None:
     return form.const, m.const
 
 
+def _guarded(tiles: Tiles, op: Op) -> tuple[Poly, Poly | None] | None:
+    """(c, M) when `op` wraps rows `c + tl.arange(0, B)` around M; (c, None) when `op` computes such rows
+    (`add`, `sub`) and c is not provably non-negative (a grouped ordering's quotients, `- 8`)."""
+    wrap = _wrapped(op)
+    if wrap is not None:
+        return _start(tiles, *wrap)
+    ty = op.results[0].type if len(op.results) == 1 else None
+    if op.name not in ("add", "sub") or not isinstance(ty, TileType) or len(ty.shape) != 1:
+        return None
+    form = tiles.form(op.result, (0,))
+    if form is None or form.coef[0] != Poly.const(1) or tiles.nonnegative(form.const):
+        return None
+    return form.const, None
+
+
 def _slice(block: Block, loop: Op, roots: set[Value]) -> list[Op] | None:
     """The ops of `block` before `loop` that read `roots`, directly or through each other, or None when one of
     them has regions or side effects."""
@@ -108,19 +124,20 @@ def version_wraps(fn: Function, attrs: dict[str, Any], num_warps: int) -> list[O
     return made
 
 
-def _wraps(tiles: Tiles, block: Block, loop: Op) -> dict[Op, tuple[Poly, Poly]]:
-    """The wraps of `block` before `loop` that `loop` reads (through the ops between), each with its (c, M)."""
-    found: dict[Op, tuple[Poly, Poly]] = {}
+def _wraps(tiles: Tiles, block: Block, loop: Op) -> dict[Op, tuple[Poly, Poly | None]]:
+    """The ops of `block` before `loop` that `_guarded` takes and `loop` reads (through the ops between), each
+    with its (c, M); of two such ops one reads the other's rows (`x % M` of x), the reader alone."""
+    found: dict[Op, tuple[Poly, Poly | None]] = {}
     for op in block.ops[: block.ops.index(loop)]:
-        wrap = _wrapped(op)
-        start = _start(tiles, *wrap) if wrap is not None else None
+        start = _guarded(tiles, op)
         ops = _slice(block, loop, {op.result}) if start is not None else None
         if start is not None and ops is not None and _reads(loop, {op.result} | {r for o in ops for r in o.results}):
             found[op] = start
-    return found
+    read = {v for op in found for v in op.operands}
+    return {op: start for op, start in found.items() if op.result not in read}
 
 
-def _version(tiles: Tiles, block: Block, loop: Op, wraps: dict[Op, tuple[Poly, Poly]], ops: list[Op]) -> Op:
+def _version(tiles: Tiles, block: Block, loop: Op, wraps: dict[Op, tuple[Poly, Poly | None]], ops: list[Op]) -> Op:
     """Replace `loop` in `block` by `if (no wrap) {loop, unwrapped} else {loop}`; the `if`."""
     guard: list[Op] = []
     emit = Emitter(guard, loop.loc)
@@ -130,10 +147,12 @@ def _version(tiles: Tiles, block: Block, loop: Op, wraps: dict[Op, tuple[Poly, P
     cond: Value | None = None
     mapping: dict[Value, Value] = {}
     for op, (c, m) in wraps.items():
-        start, bound = emit_poly(emit, tiles, c), emit_poly(emit, tiles, m)
-        size = emit.const(shape_of(op.result.type)[0], int32)
-        fits = emit.op("and", emit.op("cmp", start, zero, pred="ge"), emit.op("cmp", start, bound, pred="lt"))
-        fits = emit.op("and", fits, emit.op("cmp", emit.op("sub", bound, start), size, pred="ge"))
+        start = emit_poly(emit, tiles, c)
+        fits = emit.op("cmp", start, zero, pred="ge")
+        if m is not None:
+            bound, size = emit_poly(emit, tiles, m), emit.const(shape_of(op.result.type)[0], int32)
+            fits = emit.op("and", fits, emit.op("cmp", start, bound, pred="lt"))
+            fits = emit.op("and", fits, emit.op("cmp", emit.op("sub", bound, start), size, pred="ge"))
         cond = fits if cond is None else emit.op("and", cond, fits)
         shape = list(shape_of(op.result.type))
         first = inner.op("splat", inner.op("maximum", start, zero), shape=shape)

@@ -17,7 +17,7 @@ pytest.importorskip("llvmlite")
 pytest.importorskip("cuda.bindings.nvjitlink")
 
 import benchmark_kernels  # noqa: E402
-from pointer_tile_kernels import clamped, ws_pointers  # noqa: E402
+from pointer_tile_kernels import clamped, grouped, ws_pointers  # noqa: E402
 
 import despina  # noqa: E402
 import despina.language as tl  # noqa: E402
@@ -101,6 +101,18 @@ def test_the_guard_checks_the_wraps_the_loop_reads_and_the_outer_loop_is_version
     assert tma.startswith("3 stages, 2 loads by TMA") and written.startswith("3 stages, 1 loads by cp.async and 1")
 
 
+def test_rows_that_may_start_below_0_are_versioned_on_their_start_alone() -> None:
+    """A grouped ordering without `% M`: rows and columns from quotients by runtime values. The guard is
+    `0 <= start` for each (no bound: the masks bound them), and the version's loads are tiles."""
+    k = despina.compile(grouped, "*fp16:16,*fp16:16,*fp32:16,i32:16,i32:16,i32:16,i32:16+,i32:16+",
+                        {"BM": 128, "BN": 128, "BK": 64, "GROUP_M": 8}, num_warps=8, num_stages=3, target="sm_90a")
+    gpuir = k.asm["gpuir"]
+    guard = gpuir[: gpuir.index("= if(")]
+    assert guard.count('{pred = "ge"}') == 2 and '{pred = "lt"}' not in guard[guard.index("= floordiv("):]
+    tma, written = _pipelines(k)
+    assert tma.startswith("3 stages, 2 loads by TMA") and written.startswith("3 stages, 2 loads by cp.async")
+
+
 @pytest.mark.parametrize(("why", "strides", "dtype", "target", "bk"), [
     ("strides that may be 0", "i32:16,i32:16,i32:16,i32:16,i32:1,i32:16,i32:1,i32:16,i32:1", "fp16", "sm_90a", 64),
     ("16 KiB an iteration (MIN_STAGE_BYTES)", STRIDES, "fp8e4nv", "sm_90a", 64),
@@ -139,8 +151,19 @@ def _past_case(m: int, n: int, k: int) -> tuple[Any, tuple[Any, ...], dict[str, 
         (-(-m // 64) + 2, -(-n // 64), 1), a.astype(np.float32) @ b.astype(np.float32).T
 
 
-@pytest.mark.parametrize(("case", "m", "n", "k"), [(_grouped_case, 200, 144, 96), (_past_case, 128, 96, 64)],
-                         ids=["ragged", "programs-past-the-matrix"])
+def _unwrapped_case(m: int, n: int, k: int) -> tuple[Any, tuple[Any, ...], dict[str, Any], tuple[int, int, int], Any]:
+    """`grouped` (no wraps, masks) with 64x64x32 tiles on ragged shapes."""
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((m, k)).astype(np.float16), rng.standard_normal((k, n)).astype(np.float16)
+    c = np.full((m, n), np.nan, np.float32)
+    grid = (-(-m // 64) * -(-n // 64), 1, 1)
+    return grouped, (a, b, c, m, n, k, k, n), {"BM": 64, "BN": 64, "BK": 32, "GROUP_M": 2}, grid, \
+        a.astype(np.float32) @ b.astype(np.float32)
+
+
+@pytest.mark.parametrize(("case", "m", "n", "k"), [(_grouped_case, 200, 144, 96), (_past_case, 128, 96, 64),
+                                                   (_unwrapped_case, 200, 144, 96)],
+                         ids=["ragged", "programs-past-the-matrix", "unwrapped"])
 def test_the_versioned_kernel_computes_what_the_kernel_as_written_does(case: Any, m: int, n: int, k: int) -> None:
     """In the interpreter: every element of C as the kernel as written computes it, versioned and not."""
     results = []
