@@ -7,7 +7,8 @@ arguments (zeros of the right dtype and size on the daemon's GPU, or copies for 
 and keeps the winner for the cluster. A daemon that cannot measure for this GPU answers every
 config's kernel: they are measured here and the record is sent back for the others.
 
-Without a daemon, the configs are compiled at once in worker processes, measured here, and the
+Without a daemon, the configs are compiled at once in worker processes and each is measured here as its
+compile lands (the GPU measures the quick compiles while the workers finish the slow ones); the
 record is kept on disk (`$DESPINA_CACHE_DIR/tunings`, `despina tune ls`): the next process with the
 same kernel, configs, key values, argument dtypes and alignment, GPU and driver reads it back.
 
@@ -147,30 +148,37 @@ def _here(at: Autotuner, configs: Sequence[Config], args: Sequence[Any], kwargs:
     for c in configs:
         module, options, _, _ = specialize(at.fn, c, args, kwargs, grid)
         items.append((module, options, device.target))
-    errors = kernels.prepare(items, lambda i, error: progress.compiled())
-    tuning = _measure(at, configs, args, kwargs, grid, named, errors, key, device, progress, [], start)
+    timings: list[float | None] = [None for _ in configs]
+    errors: list[str | None] = [None for _ in configs]
+
+    def landed(i: int, error: str | None) -> None:
+        progress.compiled()
+        timings[i], errors[i] = _timed(at, configs[i], args, kwargs, grid, named, progress, error)
+
+    kernels.prepare(items, landed)
+    tuning = _record(at, configs, timings, errors, named, key, device, [], start)
     files.put(tuning)
     return tuning
 
 
-def _measure(at: Autotuner, configs: Sequence[Config], args: Sequence[Any], kwargs: dict[str, Any], grid: Any,
-             named: dict[str, Any], errors: list[str | None], key: str, device: Any, progress: Progress,
-             compile_keys: list[str], start: float) -> Tuning:
-    """Every config that compiled measured here; the record (configs that fail are dropped with the reason)."""
+def _timed(at: Autotuner, c: Config, args: Sequence[Any], kwargs: dict[str, Any], grid: Any, named: dict[str, Any],
+           progress: Progress, error: str | None) -> tuple[float | None, str | None]:
+    """`c`'s time in ms measured here (unless its compile failed with `error`), or why it was dropped."""
+    ms = None
+    if error is None:
+        try:
+            ms = at._bench(c, args, kwargs, grid, named)
+        except Exception as e:
+            error = f"{type(e).__name__}: {e}"
+    progress.measured(ms, c)
+    return ms, error
+
+
+def _record(at: Autotuner, configs: Sequence[Config], timings: list[float | None], errors: list[str | None],
+            named: dict[str, Any], key: str, device: Any, compile_keys: list[str], start: float) -> Tuning:
+    """The record of `configs` measured (configs that fail are dropped with the reason)."""
     from .runtime import driver
 
-    timings: list[float | None] = []
-    errors = list(errors)
-    for i, c in enumerate(configs):
-        if errors[i] is None:
-            try:
-                timings.append(at._bench(c, args, kwargs, grid, named))
-            except Exception as e:
-                errors[i] = f"{type(e).__name__}: {e}"
-                timings.append(None)
-        else:
-            timings.append(None)
-        progress.measured(timings[-1], c)
     for n in at.reset_to_zero:
         zero_buffer(named[n])
     measured = [i for i, t in enumerate(timings) if t is not None]
@@ -220,7 +228,9 @@ def _on_daemon(url: str, at: Autotuner, configs: Sequence[Config], args: Sequenc
     for _ in configs:
         progress.compiled()
     keys = [str(k.metadata.get("service", {}).get("key", "")) if k is not None else "" for k in answer.kernels]
-    tuning = _measure(at, configs, args, kwargs, grid, named, answer.errors, answer.key, device, progress, keys, start)
+    measured = [_timed(at, c, args, kwargs, grid, named, progress, e) for c, e in zip(configs, answer.errors)]
+    tuning = _record(at, configs, [ms for ms, _ in measured], [e for _, e in measured], named, answer.key, device,
+                     keys, start)
     return report(url, ckey, tuning), None
 
 

@@ -64,27 +64,29 @@ def _cached(key: str, compile: Callable[[], cache.Binary], target: str) -> tuple
 def prepare(items: list[tuple[Module, CompileOptions, str]], done: Callable[[int, str | None], None]) -> list[str | None]:
     """Compile every (module, options, target) not already cached, at once in worker processes (one per
     core, at most one per kernel), into memory and the disk cache, so that `binary` finds them; call
-    `done(i, error)` as each is ready. Each item's error message, or None. In-process (the daemon's
-    Tune does this for the daemon) only: without a daemon configured."""
+    `done(i, error)` as each is ready, in the calling thread, the cached ones once the others' compiles are
+    under way (so `done` may measure a kernel while the workers compile). Each item's error message, or None.
+    In-process (the daemon's Tune does this for the daemon) only: without a daemon configured."""
     keys = [cache.cache_key(m, o, t, _driver_version()) for m, o, t in items]
     disk = cache.default_cache()
     errors: list[str | None] = [None] * len(items)
-    missing = []
+    cached, missing = [], []
     for i, key in enumerate(keys):
         found = _MEMORY.get(key) or disk.get(key)
         if found is None:
             missing.append(i)
         else:
             _MEMORY[key] = found
-            done(i, None)
-    if len(missing) == 1:
-        i = missing[0]
-        try:
-            binary(*items[i])
-        except Exception as e:
-            errors[i] = f"{type(e).__name__}: {e}"
-        done(i, errors[i])
-    elif missing:
+            cached.append(i)
+    if len(missing) <= 1:
+        for i in cached + missing:
+            if i in missing:
+                try:
+                    binary(*items[i])
+                except Exception as e:
+                    errors[i] = f"{type(e).__name__}: {e}"
+            done(i, errors[i])
+    else:
         import concurrent.futures as cf
         import multiprocessing as mp
         import os
@@ -94,6 +96,8 @@ def prepare(items: list[tuple[Module, CompileOptions, str]], done: Callable[[int
         workers = min(len(missing), os.cpu_count() or 1)
         with cf.ProcessPoolExecutor(workers, mp.get_context("spawn"), initializer=_worker_start) as pool:
             futures = {pool.submit(_compile_job, encode(items[i][0]), items[i][1], items[i][2]): i for i in missing}
+            for i in cached:
+                done(i, None)
             for future in cf.as_completed(futures):
                 i = futures[future]
                 try:
