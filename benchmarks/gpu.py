@@ -200,10 +200,11 @@ def compile_times(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]
     workdir = Path(str(kernels["despina"].__file__)).parent  # where load_kernels wrote both flavors' files
     samples: dict[tuple[str, str], list[float | str]] = {}
     for flavor in ("despina", "triton"):
-        for config, launch in COMPILE_CASES.items():
-            for _ in range(1 if quick else 3):
-                cache = tempfile.mkdtemp(prefix=f"{flavor}-cache-")
-                env = dict(os.environ, DESPINA_CACHE_DIR=cache, TRITON_CACHE_DIR=cache)
+        for case, (config, launch) in enumerate(COMPILE_CASES.items()):
+            for n in range(1 if quick else 3):
+                cache = workdir / f"{flavor}-cache-{case}-{n}"  # empty for the cold run, which fills it
+                cache.mkdir()
+                env = dict(os.environ, DESPINA_CACHE_DIR=str(cache), TRITON_CACHE_DIR=str(cache))
                 code = COMPILE_SNIPPET.format(workdir=str(workdir), flavor=flavor, launch=launch, retarget=(
                     f"import despina.runtime.driver as d; d.target_for = lambda capability: {TARGET[0]!r}"
                     if flavor == "despina" and TARGET else ""))
@@ -282,14 +283,14 @@ def main() -> None:
         retarget(target)
     print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}  "
           f"DISABLE_MMA_V3={os.environ.get('DISABLE_MMA_V3', '')}  despina target: {target or 'as the device'}")
-    workdir = Path(tempfile.mkdtemp(prefix="despina-bench-"))
-    kernels = {flavor: load_kernels(flavor, workdir) for flavor in ("despina", "triton")}
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
-    for name, header, fn in TABLES:
-        if args.only and name not in args.only:
-            continue
-        show(name, header, fn(kernels, args.quick), args.out)
+    with tempfile.TemporaryDirectory(prefix="despina-bench-") as workdir:
+        kernels = {flavor: load_kernels(flavor, Path(workdir)) for flavor in ("despina", "triton")}
+        for name, header, fn in TABLES:
+            if args.only and name not in args.only:
+                continue
+            show(name, header, fn(kernels, args.quick), args.out)
 
 
 if __name__ == "__main__":

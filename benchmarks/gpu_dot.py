@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import re
-import tempfile
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -318,14 +317,16 @@ def fp8_matmul(kernels: dict[str, ModuleType], size: int, rounds: int) -> list[l
             for config in FP8_CONFIGS]
 
 
-def attention_kernels() -> dict[str, Any]:
-    """examples/flash_attention.py's `attention_fwd` as each compiler runs it (tutorial_figures.load)."""
+def attention_kernels(kernels: dict[str, ModuleType]) -> dict[str, Any]:
+    """examples/flash_attention.py's `attention_fwd` as each compiler runs it (tutorial_figures.load), written
+    beside the benchmark's kernels."""
     import sys
 
     import tutorial_figures
 
     sys.path.insert(0, str(tutorial_figures.EXAMPLES))
-    workdir = Path(tempfile.mkdtemp(prefix="despina-attention-"))
+    workdir = Path(str(kernels["despina"].__file__)).parent / "attention"
+    workdir.mkdir(exist_ok=True)
     return {f: tutorial_figures.load("flash_attention", f, workdir).attention_fwd for f in ("despina", "triton")}
 
 
@@ -334,7 +335,7 @@ def attention(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
     PyTorch's scaled_dot_product_attention; the same block sizes, warps and stages for both compilers."""
     import torch
 
-    fwd = attention_kernels()
+    fwd = attention_kernels(kernels)
     rows = []
     for (batch, heads, n_ctx, dim), (bm, bn, warps, stages) in ATTENTION_CASES:
         q, k, v = (torch.randn((batch * heads, n_ctx, dim), device="cuda", dtype=torch.float16) for _ in range(3))
