@@ -124,8 +124,8 @@ def prestart(arch: str | None = None) -> None:
 
 
 def stop() -> None:
-    """Stop the worker if one runs (closing its stdin ends it); the next request starts a fresh one. Also
-    run at exit, so that the process leaves no worker and no open pipe behind (no ResourceWarning)."""
+    """Stop the worker if one runs (closing its stdin ends it); the next request starts a fresh one. Also run at
+    exit (`_at_exit`), so that the process leaves no worker and no open pipe behind (no ResourceWarning)."""
     global _worker, _stderr
     with _lock:
         worker, _worker = _worker, None
@@ -144,7 +144,16 @@ def stop() -> None:
         worker.wait()
 
 
-atexit.register(stop)
+def _at_exit() -> None:
+    """`stop` at the process's exit, the worker killed first: a request still in flight (a daemon thread's) has
+    no one to answer, and waiting for it would hold the exit."""
+    worker = _worker
+    if worker is not None and worker.poll() is None:
+        worker.kill()
+    stop()
+
+
+atexit.register(_at_exit)
 
 
 def _close_pipes(worker: subprocess.Popen[str]) -> None:

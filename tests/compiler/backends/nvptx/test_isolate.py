@@ -227,3 +227,20 @@ def test_a_process_leaves_no_worker_pipe_or_file_open_at_exit() -> None:
     done = subprocess.run([sys.executable, "-X", "dev", "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout == "1 True\n", done.stderr
     assert "ResourceWarning" not in done.stderr, done.stderr
+
+
+def test_exit_does_not_wait_for_a_request_in_flight() -> None:
+    """A daemon thread's 30-second request is under way when the program ends: the exit kills the worker rather
+    than waiting for it (`stop` would wait 10 s before killing it), and leaves nothing unclosed."""
+    code = (
+        "import threading, time\n"
+        "from despina.compiler.backends.nvptx import isolate\n"
+        "isolate.worker_info()\n"
+        "threading.Thread(target=isolate.worker_info, args=(30,), daemon=True).start()\n"
+        "time.sleep(0.3)\n"
+    )
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-X", "dev", "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - start < 8, "the exit waited for the worker's request"
+    assert "ResourceWarning" not in done.stderr, done.stderr
