@@ -34,7 +34,7 @@ from typing import Any
 from ...ir.core import Block, Function, Module, Op, Value
 from ...ir.types import TileType, int32, shape_of
 from ...passes.dce import dce
-from ...passes.rewrite import Emitter, clone_op, has_side_effects, users
+from ...passes.rewrite import Emitter, clone_op, has_side_effects, replace_all_uses, users
 from .affine import Poly, Tiles
 from .pointer_tiles import emit_poly
 from .tma import feeds_wgmma
@@ -97,25 +97,21 @@ def _slice(block: Block, loop: Op, roots: set[Value]) -> list[Op] | None:
     return found
 
 
-def _reads(loop: Op, values: set[Value]) -> bool:
-    return any(v in values for op in loop.walk() for v in op.operands)
-
-
-def version_wraps(fn: Function, attrs: dict[str, Any], num_warps: int) -> list[Op]:
+def version_wraps(fn: Function, attrs: dict[str, Any], num_warps: int) -> list[tuple[Block, Op]]:
     """Version each outermost loop of `fn` whose wgmma-fed loads read wrapped offsets computed before it in its
-    block (module docstring); the `if` ops made, for `drop_idle_versions`. A versioned loop's inner loops are
-    left as they are (its copy unwraps what they read from before it)."""
+    block (module docstring); each `if` made, with its block, for `drop_idle_versions`. A versioned loop's inner
+    loops are left as they are (its copy unwraps what they read from before it)."""
     tiles = Tiles(fn, attrs)
     readers = users(fn)
-    made: list[Op] = []
+    made: list[tuple[Block, Op]] = []
 
     def visit(block: Block) -> None:
         for loop in list(block.ops):
-            wraps = _wraps(tiles, block, loop) if loop.name == "for" and any(
-                o.name == "load" and feeds_wgmma(o, readers, fn, num_warps) for o in loop.regions[0].walk()) else None
-            ops = _slice(block, loop, {op.result for op in wraps}) if wraps else None
-            if wraps and ops is not None:
-                made.append(_version(tiles, block, loop, wraps, ops))
+            fed = loop.name == "for" and any(o.name == "load" and feeds_wgmma(o, readers, fn, num_warps)
+                                             for o in loop.regions[0].walk())
+            wraps = _wraps(tiles, block, loop) if fed else {}
+            if wraps:
+                made.append((block, _version(fn, tiles, block, loop, wraps)))
                 continue
             for region in loop.regions:
                 visit(region)
@@ -124,20 +120,25 @@ def version_wraps(fn: Function, attrs: dict[str, Any], num_warps: int) -> list[O
     return made
 
 
-def _wraps(tiles: Tiles, block: Block, loop: Op) -> dict[Op, tuple[Poly, Poly | None]]:
+Guarded = dict[Op, tuple[Poly, Poly | None, list[Op]]]  # an op `_guarded` takes -> its (c, M) and `_slice`
+
+
+def _wraps(tiles: Tiles, block: Block, loop: Op) -> Guarded:
     """The ops of `block` before `loop` that `_guarded` takes and `loop` reads (through the ops between), each
-    with its (c, M); of two such ops one reads the other's rows (`x % M` of x), the reader alone."""
-    found: dict[Op, tuple[Poly, Poly | None]] = {}
+    with its (c, M) and the ops that read it; of two such ops one reads the other's rows (`x % M` of x), the
+    reader alone."""
+    read = {v for op in loop.walk() for v in op.operands}
+    found: Guarded = {}
     for op in block.ops[: block.ops.index(loop)]:
         start = _guarded(tiles, op)
         ops = _slice(block, loop, {op.result}) if start is not None else None
-        if start is not None and ops is not None and _reads(loop, {op.result} | {r for o in ops for r in o.results}):
-            found[op] = start
-    read = {v for op in found for v in op.operands}
-    return {op: start for op, start in found.items() if op.result not in read}
+        if start is not None and ops is not None and any(v in read for o in [op, *ops] for v in o.results):
+            found[op] = (*start, ops)
+    inner = {v for op in found for v in op.operands}
+    return {op: got for op, got in found.items() if op.result not in inner}
 
 
-def _version(tiles: Tiles, block: Block, loop: Op, wraps: dict[Op, tuple[Poly, Poly | None]], ops: list[Op]) -> Op:
+def _version(fn: Function, tiles: Tiles, block: Block, loop: Op, wraps: Guarded) -> Op:
     """Replace `loop` in `block` by `if (no wrap) {loop, unwrapped} else {loop}`; the `if`."""
     guard: list[Op] = []
     emit = Emitter(guard, loop.loc)
@@ -146,7 +147,7 @@ def _version(tiles: Tiles, block: Block, loop: Op, wraps: dict[Op, tuple[Poly, P
     zero = emit.const(0, int32)
     cond: Value | None = None
     mapping: dict[Value, Value] = {}
-    for op, (c, m) in wraps.items():
+    for op, (c, m, _) in wraps.items():
         start = emit_poly(emit, tiles, c)
         fits = emit.op("cmp", start, zero, pred="ge")
         if m is not None:
@@ -158,12 +159,13 @@ def _version(tiles: Tiles, block: Block, loop: Op, wraps: dict[Op, tuple[Poly, P
         first = inner.op("splat", inner.op("maximum", start, zero), shape=shape)
         mapping[op.result] = inner.op("add", first, inner.op("arange", start=0, end=shape[0]))
     assert cond is not None
-    then.extend(clone_op(op, mapping) for op in ops)
+    sliced = {o for _, _, ops in wraps.values() for o in ops}  # the slices' union: the forward slice of them all
+    then.extend(clone_op(o, mapping) for o in block.ops if o in sliced)
     copy = clone_op(loop, mapping)
     then.append(copy)
     then_block, else_block = Block(), Block()
     version = Op("if", [cond], [r.type for r in loop.results], {}, [then_block, else_block], loop.loc)
-    _redirect(block, loop, version.results)
+    replace_all_uses(fn, dict(zip(loop.results, version.results)))  # before the else branch's yield reads them
     then_block.ops = then + [Op("yield", list(copy.results), [], {}, (), loop.loc)]
     else_block.ops = [loop, Op("yield", list(loop.results), [], {}, (), loop.loc)]
     at = block.ops.index(loop)
@@ -171,33 +173,20 @@ def _version(tiles: Tiles, block: Block, loop: Op, wraps: dict[Op, tuple[Poly, P
     return version
 
 
-def _redirect(block: Block, op: Op, values: list[Value]) -> None:
-    """Make the ops after `op` in `block` (the only ones that can read its results) read `values` instead."""
-    subst = dict(zip(op.results, values))
-    for later in block.ops[block.ops.index(op) + 1 :]:
-        for inner in later.walk():
-            inner.operands = [subst.get(v, v) for v in inner.operands]
-
-
 def _tiles(block: Block) -> int:
     return sum(1 for op in block.walk() if op.name == "descriptor_load" and op.attrs.get("origin") == "pointers")
 
 
-def drop_idle_versions(fn: Function, versions: list[Op]) -> None:
+def drop_idle_versions(fn: Function, versions: list[tuple[Block, Op]]) -> None:
     """Put back the loop as written for each of `versions` whose unwrapped loop `pointer_tiles` gave no more
     pointer tiles than the loop as written."""
-    parent = {op: block for block in _blocks(fn.body) for op in block.ops}
-    idle = [v for v in versions if _tiles(v.regions[0]) <= _tiles(v.regions[1])]
-    for version in idle:
-        else_block = version.regions[1]
-        block = parent[version]
-        *ops, yield_op = else_block.ops
-        _redirect(block, version, list(yield_op.operands))
+    idle = [(block, v) for block, v in versions if _tiles(v.regions[0]) <= _tiles(v.regions[1])]
+    subst: dict[Value, Value] = {}
+    for block, version in idle:
+        *ops, yield_op = version.regions[1].ops
+        subst.update(zip(version.results, yield_op.operands))
         at = block.ops.index(version)
         block.ops[at : at + 1] = ops
     if idle:
+        replace_all_uses(fn, subst)
         dce(Module([fn]))
-
-
-def _blocks(block: Block) -> list[Block]:
-    return [block] + [b for op in block.ops for region in op.regions for b in _blocks(region)]
