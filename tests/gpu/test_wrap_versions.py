@@ -50,16 +50,28 @@ def test_tutorial_03_as_shipped_matches_torch(hopper: Any, tmp_path: Path, dtype
     assert _versioned(_compiled(kernel, args, consts, warps, stages).asm["gpuir"])
 
 
-def test_tutorial_09_s_where_matches_torch(hopper: Any) -> None:  # noqa: F811
+# kernel (of a, b, c, M, N, K, stride_am, stride_bk; C fp32), (M, N, K), constexprs, the grid of M and N, seed
+MASKED = [
+    (clamped, (300, 272, 400), {"BM": 128, "BN": 128, "BK": 64},
+     lambda m, n: (despina.cdiv(m, 128), despina.cdiv(n, 128)), 3),
+    (grouped, (1000, 784, 320), {"BM": 128, "BN": 128, "BK": 64, "GROUP_M": 8},
+     lambda m, n: (despina.cdiv(m, 128) * despina.cdiv(n, 128),), 7),
+]
+
+
+@pytest.mark.parametrize(("kernel", "mnk", "consts", "grid", "seed"), MASKED,
+                         ids=["tutorial-09-where", "grouped-without-wraps"])
+def test_a_masked_kernel_matches_torch(hopper: Any, kernel: Any, mnk: tuple[int, int, int],  # noqa: F811
+                                       consts: dict[str, Any], grid: Any, seed: int) -> None:
+    """Tutorial 09's `tl.where` through its hints, and a grouped ordering without wraps."""
     torch = hopper
-    m, n, k = 300, 272, 400
-    a, b = _operand(torch, "fp16", m, k, 3), _operand(torch, "fp16", k, n, 4)
+    m, n, k = mnk
+    a, b = _operand(torch, "fp16", m, k, seed), _operand(torch, "fp16", k, n, seed + 1)
     c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float32)
     args = (a, b, c, m, n, k, k, n)
-    consts = {"BM": 128, "BN": 128, "BK": 64}
-    clamped[(despina.cdiv(m, 128), despina.cdiv(n, 128))](*args, **consts, num_warps=8, num_stages=3)
+    kernel[grid(m, n)](*args, **consts, num_warps=8, num_stages=3)
     torch.testing.assert_close(c.double(), a.double() @ b.double(), rtol=1e-2, atol=1e-2 * k**0.5)
-    assert _versioned(_compiled(clamped, args, consts, 8, 3).asm["gpuir"])
+    assert _versioned(_compiled(kernel, args, consts, 8, 3).asm["gpuir"])
 
 
 def test_a_specialized_wrapped_loop_matches_torch_with_programs_past_the_matrix(hopper: Any) -> None:  # noqa: F811
@@ -75,18 +87,6 @@ def test_a_specialized_wrapped_loop_matches_torch_with_programs_past_the_matrix(
                                atol=1e-2 * k**0.5)
     gpuir = _compiled(ws_pointers, args, consts, 8, 3).asm["gpuir"]
     assert _versioned(gpuir) and 'warp_specialized = "yes' in gpuir
-
-
-def test_a_grouped_ordering_without_wraps_matches_torch(hopper: Any) -> None:  # noqa: F811
-    torch = hopper
-    m, n, k = 1000, 784, 320
-    a, b = _operand(torch, "fp16", m, k, 7), _operand(torch, "fp16", k, n, 8)
-    c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float32)
-    args = (a, b, c, m, n, k, k, n)
-    consts = {"BM": 128, "BN": 128, "BK": 64, "GROUP_M": 8}
-    grouped[(despina.cdiv(m, 128) * despina.cdiv(n, 128),)](*args, **consts, num_warps=8, num_stages=3)
-    torch.testing.assert_close(c.double(), a.double() @ b.double(), rtol=1e-2, atol=1e-2 * k**0.5)
-    assert _versioned(_compiled(grouped, args, consts, 8, 3).asm["gpuir"])
 
 
 def test_rows_before_the_matrix_run_the_loop_as_written(hopper: Any) -> None:  # noqa: F811
