@@ -140,10 +140,10 @@ def matmul(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
                 ref = torch.matmul(a, b).to(torch.float16)
                 close = lambda c, ref=ref: torch.testing.assert_close(c, ref, rtol=2e-2, atol=0.25)  # noqa: E731
                 ty = "fp16" if dtype == "float16" else "bf16"
-                rows.append(matmul_row(kernels, "matmul_kernel", dtype[:4], (a, b, ref), f"*{ty}:16,*{ty}:16,*fp16:16",
+                rows.append(matmul_row(kernels, "matmul_kernel", ty, (a, b, ref), f"*{ty}:16,*{ty}:16,*fp16:16",
                                        config, close, lambda a=a, b=b: torch.matmul(a, b), rounds))
                 grid = (math.ceil(size / config[0]) * math.ceil(size / config[1]),)
-                rows.append(matmul_row(kernels, "matmul_grouped_kernel", f"{dtype[:4]} grouped", (a, b, ref),
+                rows.append(matmul_row(kernels, "matmul_grouped_kernel", f"{ty} grouped", (a, b, ref),
                                        f"*{ty}:16,*{ty}:16,*fp16:16", config, close, lambda a=a, b=b: torch.matmul(a, b),
                                        rounds, grid, GROUP_M=8))
     size = 4096
@@ -206,7 +206,8 @@ def tma_matmul(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
             for config in MATMUL_CONFIGS[:2] if quick else MATMUL_CONFIGS:
                 bm, bn, bk, warps, stages = config
                 grid = (math.ceil(size / bm), math.ceil(size / bn))
-                rows.append([f"{dtype[:4]} {size}^3 {bm}x{bn}x{bk} w{warps} s{stages}",
+                ty = "fp16" if dtype == "float16" else "bf16"
+                rows.append([f"{ty} {size}^3 {bm}x{bn}x{bk} w{warps} s{stages}",
                              *_descriptor_matmul_row(kernels, "matmul_tma_kernel", a, b, config, grid,
                                                      1 if quick else ROUNDS)])
     return rows
@@ -226,7 +227,7 @@ def persistent_matmul(kernels: dict[str, ModuleType], quick: bool) -> list[list[
             bm, bn, bk, warps, stages = config
             grid = (min(sms, math.ceil(size / bm) * math.ceil(size / bn)),)
             for ws in (False, True):
-                rows.append([f"floa {size}^3 {bm}x{bn}x{bk} w{warps} s{stages}{' ws' if ws else ''}",
+                rows.append([f"fp16 {size}^3 {bm}x{bn}x{bk} w{warps} s{stages}{' ws' if ws else ''}",
                              *_descriptor_matmul_row(kernels, "matmul_tma_persistent_kernel", a, b, config, grid,
                                                      1 if quick else ROUNDS, GROUP_SIZE_M=8, NUM_SMS=sms,
                                                      WARP_SPECIALIZE=ws)])
