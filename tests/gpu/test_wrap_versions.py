@@ -1,9 +1,10 @@
 """Loops whose rows wrap or may start below 0, versioned for TMA (gpuir/wrap_versions.py), on a
 compute-capability-9.0 device against torch: tutorial 03 as Triton ships it (grouped, `% M`) on shapes whose edge
 programs wrap and take the loop as written, and on shapes where none does; tutorial 09's `tl.where` through its
-hints; a warp-specialized loop whose version alone has the producer, on a grid with rows of programs past the
-matrix; a grouped ordering without wraps; rows shifted before the matrix, whose first program must take the loop
-as written; each checked to have kept its version; and tutorial 03 through the daemon."""
+hints; tutorial 09's persistent pointer kernel, versioned whole; a warp-specialized loop whose version alone has the
+producer, on a grid with rows of programs past the matrix; a grouped ordering without wraps; rows shifted before the
+matrix, whose first program must take the loop as written; each checked to have kept its version; and tutorial 03
+and the persistent kernel through the daemon."""
 
 from __future__ import annotations
 
@@ -48,6 +49,26 @@ def test_tutorial_03_as_shipped_matches_torch(hopper: Any, tmp_path: Path, dtype
     tol = 1e-2 if dtype == "fp16" else 3e-2
     torch.testing.assert_close(c.double(), (a.double() @ b.double()).half().double(), rtol=tol, atol=tol * k**0.5)
     assert _versioned(_compiled(kernel, args, consts, warps, stages).asm["gpuir"])
+
+
+@pytest.mark.parametrize("tiles", [(128, 128, 64, 3), (128, 256, 64, 3)], ids=lambda t: "x".join(map(str, t[:3])) + f"-s{t[3]}")
+@pytest.mark.parametrize("mnk", [(1000, 784, 576), (1024, 768, 512)], ids=["edges-wrap", "none-wraps"])
+def test_tutorial_09_s_persistent_pointer_kernel_matches_torch(hopper: Any, tmp_path: Path, mnk: tuple[int, int, int],  # noqa: F811
+                                                               tiles: tuple[int, int, int, int]) -> None:
+    """The nest versioned whole: on the ragged shape the programs with an edge tile run it as written, the
+    others (all, on the other shape) on TMA."""
+    torch = hopper
+    (m, n, k), (bm, bn, bk, stages) = mnk, tiles
+    kernel = benchmark_kernels.load(tmp_path).matmul_persistent_kernel
+    a, b = _operand(torch, "fp16", m, k, 11), _operand(torch, "fp16", k, n, 12)
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    args = (a, b, c, m, n, k, k, 1, n, 1, n, 1)
+    consts = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_SIZE_M": 8, "NUM_SMS": sms}
+    kernel[(min(sms, despina.cdiv(m, bm) * despina.cdiv(n, bn)),)](*args, **consts, num_warps=8, num_stages=stages)
+    torch.testing.assert_close(c.double(), (a.double() @ b.double()).half().double(), rtol=1e-2, atol=1e-2 * k**0.5)
+    gpuir = _compiled(kernel, args, consts, 8, stages).asm["gpuir"]
+    assert ": int1):" in gpuir and f"{stages} stages, 2 loads by TMA" in gpuir and "2 loads by cp.async" in gpuir
 
 
 # kernel (of a, b, c, M, N, K, stride_am, stride_bk; C fp32), (M, N, K), constexprs, the grid of M and N, seed
@@ -103,8 +124,10 @@ def test_rows_before_the_matrix_run_the_loop_as_written(hopper: Any) -> None:  #
     assert _versioned(_compiled(shifted, args, consts, 8, 3).asm["gpuir"])
 
 
-def test_the_daemon_runs_tutorial_03_as_shipped(gpu_device: driver.Device, on_daemon: GrpcDaemon,  # noqa: F811
-                                                tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", ["matmul_grouped_kernel", "matmul_persistent_kernel"])
+def test_the_daemon_runs_the_versioned_kernels(gpu_device: driver.Device, on_daemon: GrpcDaemon,  # noqa: F811
+                                               tmp_path: Path, name: str) -> None:
+    """Tutorial 03 as shipped, and tutorial 09's persistent pointer kernel, through `run_remote`."""
     if gpu_device.capability != (9, 0):
         pytest.skip("TMA needs a compute-capability-9.0 device")
     rng = np.random.default_rng(8)
@@ -112,8 +135,10 @@ def test_the_daemon_runs_tutorial_03_as_shipped(gpu_device: driver.Device, on_da
     a = rng.standard_normal((m, k)).astype(np.float16)
     b = rng.standard_normal((k, n)).astype(np.float16)
     c = np.full((m, n), np.nan, np.float16)
-    kernel = benchmark_kernels.load(tmp_path).matmul_grouped_kernel
-    kernel.run_remote[(despina.cdiv(m, 128) * despina.cdiv(n, 128),)](
-        a, b, c, m, n, k, k, 1, n, 1, n, 1, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3)
+    kernel = getattr(benchmark_kernels.load(tmp_path), name)
+    tiles = despina.cdiv(m, 128) * despina.cdiv(n, 128)
+    consts = {"GROUP_M": 8} if name == "matmul_grouped_kernel" else {"GROUP_SIZE_M": 8, "NUM_SMS": 4}
+    kernel.run_remote[(min(tiles, consts.get("NUM_SMS", tiles)),)](
+        a, b, c, m, n, k, k, 1, n, 1, n, 1, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, **consts, num_warps=8, num_stages=3)
     want = a.astype(np.float32) @ b.astype(np.float32)
     np.testing.assert_allclose(c.astype(np.float32), want, rtol=1e-2, atol=1e-1)

@@ -9,7 +9,8 @@ What `pointer_tiles.py` proves a load's pointers and mask to be.
   likewise (`Tiles.form`).
 - `Tiles.bounds(mask, dims)`: a mask as a conjunction of `form < 0` (`<`, `<=`, `>`, `>=` either way round).
 - `Tiles.nonnegative(p)`: sums of products of non-negative constants, program ids, induction variables of
-  loops from a non-negative start by a positive constant step, and what `tma.multiple_of` proves.
+  loops from a non-negative start by a positive constant step, values loops carry from and to such values,
+  and what `tma.multiple_of` proves.
 
 `dims` says which block dimension each dimension of a value spans (None where it has size 1), through the
 `expand_dims` and `broadcast` that shaped it.
@@ -124,6 +125,7 @@ class Tiles:
                 self.number[v] = len(self.number)
         self.leaf = {n: v for v, n in self.number.items()}
         self.memo: dict[tuple[Value, Dims], Any] = {}
+        self.assumed: set[tuple[Value, int]] = set()  # carried values being proved multiples, as they step
 
     def scalar(self, v: Value) -> Poly | None:
         """`v`, a signed int32 scalar, as a polynomial of scalars."""
@@ -272,10 +274,26 @@ class Tiles:
         return all(c > 0 and all(self._nonnegative_leaf(self.leaf[n]) for n in m) for m, c in p.terms.items())
 
     def _nonnegative_leaf(self, v: Value) -> bool:
-        owner = v.owner
-        if isinstance(owner, Block):
-            loop = self.loop_of.get(owner)
-            step = constant_value(loop.operands[2]) if loop is not None else None
-            lo = self.scalar(loop.operands[0]) if loop is not None else None
-            return v.index == 0 and isinstance(step, int) and step > 0 and lo is not None and self.nonnegative(lo)
-        return multiple_of(v, 1)
+        return multiple_of(v, 1, carried=self._carried_multiple)
+
+    def _carried_multiple(self, v: Value, n: int, depth: int) -> bool:
+        """`tma.multiple_of` of a block argument `v`: a loop's induction variable (n == 1) from a non-negative
+        start by a positive constant step; a value a loop carries whose initial value and every step are such
+        multiples, given that it is one (a flattened loop's tile starts and K index, which `if`s and selects
+        compute again or keep)."""
+        block = v.owner
+        assert isinstance(block, Block)
+        loop = self.loop_of.get(block)
+        if loop is None:
+            return False
+        if v.index == 0:
+            step, lo = constant_value(loop.operands[2]), self.scalar(loop.operands[0])
+            return n == 1 and isinstance(step, int) and step > 0 and lo is not None and self.nonnegative(lo)
+        if (v, n) in self.assumed:
+            return True
+        self.assumed.add((v, n))
+        try:
+            init, step = loop.operands[3 + v.index - 1], block.ops[-1].operands[v.index - 1]
+            return all(multiple_of(x, n, depth, self._carried_multiple) for x in (init, step))
+        finally:
+            self.assumed.discard((v, n))

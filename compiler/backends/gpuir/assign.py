@@ -496,9 +496,10 @@ def assign_layouts(module: Module, num_warps: int, has_wgmma: bool = False) -> G
     that TMA carries out (`tma.py`) stay; the other descriptor accesses become masked loads and stores
     first."""
     log2(num_warps)
-    fn = flatten_loops(clone_function(module.kernel))
+    fn = clone_function(module.kernel)
+    versions = version_wraps(fn, module.attrs, num_warps) if has_wgmma else []  # before nests become one loop
+    fn = flatten_loops(fn)
     if has_wgmma:
-        versions = version_wraps(fn, module.attrs, num_warps)
         pointer_tiles(fn, module.attrs, num_warps)
         drop_idle_versions(fn, versions)
         plan_tensor_maps(fn, module.attrs, num_warps)

@@ -35,10 +35,11 @@ aside, which a store does not use) shares its index.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ...ir.core import Function, Op, Value
+from ...ir.core import Block, Function, Op, Value
 from ...ir.types import PointerType, ScalarType, shape_of
 from ...passes.descriptors import DESCRIPTOR_OPS
 from ...passes.rewrite import constant_value
@@ -121,32 +122,49 @@ def feeds_wgmma(op: Op, users: dict[Value, list[Op]], fn: Function, num_warps: i
     return len(use) == 1 and use[0].name == "dot" and not isinstance(wgmma_fit(fn, use[0], num_warps), str)
 
 
-def multiple_of(v: Value, n: int, depth: int = 0) -> bool:
+Carried = Callable[[Value, int, int], bool]
+"""Whether a value a loop carries (a block argument) is a non-negative multiple of n, at a depth (`affine.Tiles`)."""
+
+
+def multiple_of(v: Value, n: int, depth: int = 0, carried: Carried | None = None) -> bool:
     """Whether integer `v` is provably a non-negative multiple of `n`: program ids, non-negative constants, and
-    sums, products, quotients by positive constants, remainders, minima and maxima of such values; and, for
-    n == 1, maxima with one such value (a `maximum(c, 0)`)."""
+    sums, products, quotients by positive constants, remainders, minima and maxima of such values, selects and
+    `if` results between such values; for n == 1, maxima with one such value (a `maximum(c, 0)`); and the values
+    loops carry as `carried` says."""
     owner = v.owner
-    if not isinstance(owner, Op) or depth > 32:
+    if depth > 32:
+        return False
+    if isinstance(owner, Block):
+        return carried is not None and carried(v, n, depth + 1)
+    if not isinstance(owner, Op):
         return False
     name, args = owner.name, owner.operands
+
+    def of(a: Value, k: int = n) -> bool:
+        return multiple_of(a, k, depth + 1, carried)
+
     if name == "constant":
         value = constant_value(v)
         return isinstance(value, int) and not isinstance(value, bool) and value >= 0 and value % n == 0
     if name == "program_id":
         return n == 1
     if name == "maximum" and n == 1:
-        return any(multiple_of(a, 1, depth + 1) for a in args)
+        return any(of(a) for a in args)
     if name in ("add", "minimum", "maximum"):
-        return all(multiple_of(a, n, depth + 1) for a in args)
+        return all(of(a) for a in args)
+    if name == "select":
+        return all(of(a) for a in args[1:])
+    if name == "if":
+        return all(of(branch.ops[-1].operands[v.index]) for branch in owner.regions)
     if name == "mul":
-        return any(multiple_of(a, n, depth + 1) and multiple_of(b, 1, depth + 1) for a, b in (args, args[::-1]))
+        return any(of(a) and of(b, 1) for a, b in (args, args[::-1]))
     if name == "cast":
-        return isinstance(v.type, ScalarType) and v.type.is_int() and multiple_of(args[0], n, depth + 1)
+        return isinstance(v.type, ScalarType) and v.type.is_int() and of(args[0])
     if name == "rem":  # a remainder takes the dividend's sign
-        return n == 1 and multiple_of(args[0], 1, depth + 1)
+        return n == 1 and of(args[0], 1)
     if name == "floordiv":
         divisor = constant_value(args[1])
-        return n == 1 and multiple_of(args[0], 1, depth + 1) and isinstance(divisor, int) and divisor > 0
+        return n == 1 and of(args[0], 1) and isinstance(divisor, int) and divisor > 0
     return False
 
 

@@ -24,7 +24,13 @@ allocated over the same bytes (`smem_alloc`: an `if` lowers both branches from t
 
 `c < M` is in the condition so that `M - c >= B` counts only where `M - c` cannot overflow; `c` is
 computed as int32 arithmetic, which is exact modulo 2^32, so where it lands in [0, M - B] every element of
-x is c + i exactly. Wraps inside the loop's own body (a flattened persistent loop's) stay as written.
+x is c + i exactly.
+
+A persistent nest (`tl.range(..., flatten=True)`, tutorial 09's pointer kernel) computes each tile's rows
+inside its outer loop, from the tile's index. It is versioned whole, before `flatten` makes one loop of it:
+a loop of scalar arithmetic before the nest evaluates the guard for every tile the program takes (its
+induction variable's range; the starts' slice of the nest's body, which must read nothing the nest carries),
+and both versions are then flattened (`_version_nest`).
 """
 
 from __future__ import annotations
@@ -32,9 +38,11 @@ from __future__ import annotations
 from typing import Any
 
 from ...ir.core import Block, Function, Module, Op, Value
-from ...ir.types import TileType, int32, shape_of
+from ...ir.types import TileType, int1, int32, shape_of
 from ...passes.dce import dce
-from ...passes.rewrite import Emitter, clone_op, has_side_effects, replace_all_uses, users
+from ...passes.flatten import ATTR as FLATTEN
+from ...passes.flatten import defined_in, why_not
+from ...passes.rewrite import Emitter, clone_op, feeding, has_side_effects, replace_all_uses, users
 from .affine import Poly, Tiles
 from .pointer_tiles import emit_poly
 from .tma import feeds_wgmma
@@ -113,6 +121,11 @@ def version_wraps(fn: Function, attrs: dict[str, Any], num_warps: int) -> list[t
             if wraps:
                 made.append((block, _version(fn, tiles, block, loop, wraps)))
                 continue
+            if fed and loop.attrs.get(FLATTEN) and why_not(loop) is None:  # a nest to flatten: versioned whole
+                version = _version_nest(fn, tiles, block, loop)
+                if version is not None:
+                    made.append((block, version))
+                continue
             for region in loop.regions:
                 visit(region)
 
@@ -138,39 +151,113 @@ def _wraps(tiles: Tiles, block: Block, loop: Op) -> Guarded:
     return {op: got for op, got in found.items() if op.result not in inner}
 
 
-def _version(fn: Function, tiles: Tiles, block: Block, loop: Op, wraps: Guarded) -> Op:
-    """Replace `loop` in `block` by `if (no wrap) {loop, unwrapped} else {loop}`; the `if`."""
-    guard: list[Op] = []
-    emit = Emitter(guard, loop.loc)
-    then: list[Op] = []
-    inner = Emitter(then, loop.loc)
+def _emit(emit: Emitter, tiles: Tiles, p: Poly, mapping: dict[Value, Value]) -> Value:
+    """`emit_poly` of `p`, its leaves taken through `mapping`."""
+    at = len(emit.ops)
+    value = emit_poly(emit, tiles, p)
+    for op in emit.ops[at:]:
+        op.operands = [mapping.get(v, v) for v in op.operands]
+    return mapping.get(value, value)
+
+
+def _fits(emit: Emitter, tiles: Tiles, wraps: Guarded, mapping: dict[Value, Value]) -> tuple[Value, list[Value]]:
+    """The guard (module docstring) of `wraps`, their leaves through `mapping`, and each wrap's start c."""
     zero = emit.const(0, int32)
     cond: Value | None = None
-    mapping: dict[Value, Value] = {}
+    starts = []
     for op, (c, m, _) in wraps.items():
-        start = emit_poly(emit, tiles, c)
+        start = _emit(emit, tiles, c, mapping)
         fits = emit.op("cmp", start, zero, pred="ge")
         if m is not None:
-            bound, size = emit_poly(emit, tiles, m), emit.const(shape_of(op.result.type)[0], int32)
+            bound, size = _emit(emit, tiles, m, mapping), emit.const(shape_of(op.result.type)[0], int32)
             fits = emit.op("and", fits, emit.op("cmp", start, bound, pred="lt"))
             fits = emit.op("and", fits, emit.op("cmp", emit.op("sub", bound, start), size, pred="ge"))
         cond = fits if cond is None else emit.op("and", cond, fits)
-        shape = list(shape_of(op.result.type))
-        first = inner.op("splat", inner.op("maximum", start, zero), shape=shape)
-        mapping[op.result] = inner.op("add", first, inner.op("arange", start=0, end=shape[0]))
+        starts.append(start)
     assert cond is not None
-    sliced = {o for _, _, ops in wraps.values() for o in ops}  # the slices' union: the forward slice of them all
-    then.extend(clone_op(o, mapping) for o in block.ops if o in sliced)
-    copy = clone_op(loop, mapping)
-    then.append(copy)
+    return cond, starts
+
+
+def _unwrapped(emit: Emitter, op: Op, start: Value) -> Value:
+    """`maximum(c, 0) + tl.arange(0, B)`: the rows `op` wraps, where they do not wrap."""
+    shape = list(shape_of(op.result.type))
+    first = emit.op("splat", emit.op("maximum", start, emit.const(0, int32)), shape=shape)
+    return emit.op("add", first, emit.op("arange", start=0, end=shape[0]))
+
+
+def _versioned(fn: Function, block: Block, loop: Op, guard: list[Op], cond: Value, then: list[Op], copy: Op) -> Op:
+    """Replace `loop` in `block` by `guard` and `if cond {then, copy} else {loop}`; the `if`."""
     then_block, else_block = Block(), Block()
     version = Op("if", [cond], [r.type for r in loop.results], {}, [then_block, else_block], loop.loc)
     replace_all_uses(fn, dict(zip(loop.results, version.results)))  # before the else branch's yield reads them
-    then_block.ops = then + [Op("yield", list(copy.results), [], {}, (), loop.loc)]
+    then_block.ops = [*then, copy, Op("yield", list(copy.results), [], {}, (), loop.loc)]
     else_block.ops = [loop, Op("yield", list(loop.results), [], {}, (), loop.loc)]
     at = block.ops.index(loop)
-    block.ops[at : at + 1] = guard + [version]
+    block.ops[at : at + 1] = [*guard, version]
     return version
+
+
+def _version(fn: Function, tiles: Tiles, block: Block, loop: Op, wraps: Guarded) -> Op:
+    """Replace `loop` in `block` by `if (no wrap) {loop, unwrapped} else {loop}`; the `if`."""
+    guard: list[Op] = []
+    cond, starts = _fits(Emitter(guard, loop.loc), tiles, wraps, {})
+    then: list[Op] = []
+    inner = Emitter(then, loop.loc)
+    mapping = {op.result: _unwrapped(inner, op, start) for op, start in zip(wraps, starts)}
+    sliced = {o for _, _, ops in wraps.values() for o in ops}  # the slices' union: the forward slice of them all
+    then.extend(clone_op(o, mapping) for o in block.ops if o in sliced)
+    return _versioned(fn, block, loop, guard, cond, then, clone_op(loop, mapping))
+
+
+def _version_nest(fn: Function, tiles: Tiles, block: Block, loop: Op) -> Op | None:
+    """Version the loop nest `loop` (marked to be flattened) whose tiles' rows wrap, computed before its inner
+    loop from its induction variable: the guard holds when it holds for every tile, which a loop of scalar
+    arithmetic before the nest computes (`flatten` then makes one loop of each version). In the version, the
+    inner loop computes its rows itself, from the start `maximum(c, 0)` the tile carries: a flattened loop
+    carries that scalar, which `pointer_tiles` sees through (`affine.Tiles`), not the block of rows. None
+    where the nest's inner loop reads no wrap, or a start reads what the outer loop carries."""
+    body = loop.regions[0]
+    inner_loop = next(op for op in body.ops if op.regions)
+    wraps = _wraps(tiles, body, inner_loop)
+    leaves = [tiles.leaf[n] for c, m, _ in wraps.values() for p in (c, m or Poly()) for mono in p.terms
+              for n in mono]
+    pre = body.ops[: body.ops.index(inner_loop)]
+    computing = feeding(pre, leaves)
+    made = {r for op in computing for r in op.results} | {body.args[0]}
+    inside = defined_in(loop)
+    if not wraps or any(v in inside and v not in made for v in leaves) or any(
+            v in inside and v not in made and v.owner is body for op in computing for v in op.operands):
+        return None
+    ty = body.args[0].type
+    scan = Block([ty, int1], ["t", "unwrapped"])
+    smap: dict[Value, Value] = {body.args[0]: scan.args[0]}
+    scan.ops += [clone_op(op, smap) for op in computing]
+    fits, _ = _fits(Emitter(scan.ops, loop.loc), tiles, wraps, smap)
+    scan.ops.append(Op("yield", [Emitter(scan.ops, loop.loc).op("and", scan.args[1], fits)], [], {}, (), loop.loc))
+    guard: list[Op] = []
+    emit = Emitter(guard, loop.loc)
+    every = Op("for", [*loop.operands[:3], emit.const(True, int1)], [int1], {}, [scan], loop.loc)
+    guard.append(every)
+    cmap: dict[Value, Value] = {}
+    copy = clone_op(loop, cmap)
+    cbody = copy.regions[0]
+    cinner = cbody.ops[body.ops.index(inner_loop)]
+    firsts: list[Op] = []
+    starts = [_emit(Emitter(firsts, loop.loc), tiles, c, cmap) for c, _, _ in wraps.values()]
+    cbody.ops[cbody.ops.index(cinner) : cbody.ops.index(cinner)] = firsts
+    rows: list[Op] = []
+    rmap = dict(cmap)
+    for op, start in zip(wraps, starts):
+        rmap[op.result] = _unwrapped(Emitter(rows, loop.loc), op, start)
+    sliced = {o for _, _, ops in wraps.values() for o in ops}
+    rows.extend(clone_op(o, rmap) for o in pre if o in sliced)
+    ibody = cinner.regions[0]
+    ibody.ops[:0] = rows
+    subst = {cmap[v]: rmap[v] for v in [*(op.result for op in wraps), *(r for o in sliced for r in o.results)]}
+    for op in ibody.ops[len(rows):]:
+        for o in op.walk():
+            o.operands = [subst.get(v, v) for v in o.operands]
+    return _versioned(fn, block, loop, guard, every.result, [], copy)
 
 
 def _tiles(block: Block) -> int:

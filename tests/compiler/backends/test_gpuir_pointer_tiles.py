@@ -141,6 +141,36 @@ def test_a_clamped_start_and_hinted_offsets_are_tiles(how: str) -> None:
     assert k.asm["gpuir"].count('origin = "pointers"') == 2
 
 
+@despina.jit
+def carried(a_ptr, b_ptr, c_ptr, K, stride_am, stride_bk, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+            HOW: tl.constexpr):
+    """A's rows start at a value the K loop carries, and steps as HOW says."""
+    start = tl.program_id(0) * BM
+    rn, rk = tl.program_id(1) * BN + tl.arange(0, BN), tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in range(0, K, BK):
+        rm = start + tl.arange(0, BM)
+        a = tl.load(a_ptr + rm[:, None] * stride_am + (k + rk)[None, :])
+        b = tl.load(b_ptr + (k + rk)[:, None] * stride_bk + rn[None, :])
+        acc = tl.dot(a, b, acc)
+        if HOW == "stepped on":
+            start = start + BM
+        elif HOW == "selected":
+            start = tl.where(k > BK, 0, start + BM)
+        elif HOW == "stepped back":
+            start = start - 1
+    tl.store(c_ptr + tl.arange(0, BM)[:, None] * BN + rn[None, :], acc)
+
+
+@pytest.mark.parametrize(("how", "tiles"), [("kept", 2), ("stepped on", 2), ("selected", 2), ("stepped back", 1)])
+def test_a_start_a_loop_carries_is_proved_non_negative_as_it_steps(how: str, tiles: int) -> None:
+    """Non-negative at entry and after every step (a select's values both so), given that it is before: A's load
+    is a tile. Stepped back by 1 it may go below 0, and stays a pointer load (B's alone is a tile)."""
+    k = despina.compile(carried, "*fp16:16,*fp16:16,*fp32:16,i32:16+,i32:16+,i32:16+",
+                        {"BM": 128, "BN": 256, "BK": 64, "HOW": how}, num_warps=8, num_stages=3, target="sm_90a")
+    assert k.asm["gpuir"].count('origin = "pointers"') == tiles
+
+
 def test_stages_of_fewer_bytes_than_tma_pays_for_stay_on_cp_async() -> None:
     """fp8 at 128x128x64: 16 KiB an iteration (`MIN_STAGE_BYTES`), whose tiles cp.async copies sooner."""
     sig = "*fp8e4nv:16,*fp8e4nv:16,*fp16:16,i32:16+,i32:16+,i32:16+,i32:16+,i32:1,i32:1,i32:16+,i32:16+,i32:1"

@@ -23,7 +23,7 @@ import despina  # noqa: E402
 import despina.language as tl  # noqa: E402
 from despina.compiler.backends.gpuir.wrap_versions import version_wraps  # noqa: E402
 from despina.compiler.interpreter import run_kernel  # noqa: E402
-from despina.compiler.ir.core import Module  # noqa: E402
+from despina.compiler.ir.core import Module, Op  # noqa: E402
 from despina.compiler.ir.verifier import verify  # noqa: E402
 
 KERNELS = benchmark_kernels.load()
@@ -113,6 +113,52 @@ def test_rows_that_may_start_below_0_are_versioned_on_their_start_alone() -> Non
     assert tma.startswith("3 stages, 2 loads by TMA") and written.startswith("3 stages, 2 loads by cp.async")
 
 
+PERSISTENT = KERNELS.matmul_persistent_kernel
+
+
+def test_a_persistent_nest_is_versioned_whole_by_a_loop_over_its_tiles() -> None:
+    """Tutorial 09's persistent pointer kernel: its rows wrap (`tl.where`) per tile, inside the nest. One loop of
+    scalar arithmetic before the nest checks every tile of the program; both versions are flattened, the one whose
+    tiles do not wrap on TMA, the tile's start carried as a scalar."""
+    k = despina.compile(PERSISTENT, f"*fp16:16,*fp16:16,*fp16:16,{STRIDES}",
+                        {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_SIZE_M": 8, "NUM_SMS": 132},
+                        num_warps=8, num_stages=3, target="sm_90a")
+    gpuir = k.asm["gpuir"]
+    assert len(re.findall(r"\^\(%\d+: int32, %\d+: int1\):", gpuir)) == 1  # the loop over the program's tiles
+    tma, written = _pipelines(k)
+    assert tma.startswith("3 stages, 2 loads by TMA") and written.startswith("3 stages, 2 loads by cp.async")
+    assert gpuir.count('flattened = "yes') == 2 and len(k.metadata["tensor_maps"]) == 2
+    assert k.metadata["spill_stores"] == 0 and k.metadata["ptxas_warnings"] == []
+
+
+@despina.jit
+def carried_tiles(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                  NUM_SMS: tl.constexpr):
+    """A persistent loop whose tile's rows come from a count the loop carries, not from its induction variable."""
+    num_n = tl.cdiv(N, BN)
+    tile = tl.program_id(0) - NUM_SMS
+    for _ in tl.range(tl.program_id(0), tl.cdiv(M, BM) * num_n, NUM_SMS, flatten=True):
+        tile += NUM_SMS
+        rm = ((tile // num_n) * BM + tl.arange(0, BM)) % M
+        rn = (tile % num_n) * BN + tl.arange(0, BN)
+        rk = tl.arange(0, BK)
+        acc = tl.zeros((BM, BN), tl.float32)
+        for k in range(0, K, BK):
+            a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :], mask=(k + rk)[None, :] < K, other=0.0)
+            b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :], mask=(k + rk)[:, None] < K, other=0.0)
+            acc = tl.dot(a, b, acc)
+        tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=rn[None, :] < N)
+
+
+def test_a_nest_whose_rows_read_what_it_carries_is_not_versioned() -> None:
+    """No loop before the nest can compute a carried count's tiles: the nest stays as written, flattened."""
+    k = despina.compile(carried_tiles, "*fp16:16,*fp16:16,*fp32:16,i32:16+,i32:16+,i32:16+",
+                        {"BM": 128, "BN": 128, "BK": 64, "NUM_SMS": 132}, num_warps=8, num_stages=3, target="sm_90a")
+    gpuir = k.asm["gpuir"]
+    assert ": int1):" not in gpuir and "descriptor_load" not in gpuir
+    assert gpuir.count('flattened = "yes') == 1
+
+
 @pytest.mark.parametrize(("why", "strides", "dtype", "target", "bk"), [
     ("strides that may be 0", "i32:16,i32:16,i32:16,i32:16,i32:1,i32:16,i32:1,i32:16,i32:1", "fp16", "sm_90a", 64),
     ("16 KiB an iteration (MIN_STAGE_BYTES)", STRIDES, "fp8e4nv", "sm_90a", 64),
@@ -161,9 +207,21 @@ def _unwrapped_case(m: int, n: int, k: int) -> tuple[Any, tuple[Any, ...], dict[
         a.astype(np.float32) @ b.astype(np.float32)
 
 
+def _persistent_case(m: int, n: int, k: int) -> tuple[Any, tuple[Any, ...], dict[str, Any], tuple[int, int, int], Any]:
+    """Tutorial 09's persistent pointer kernel at 64x64x32 on 3 programs: on ragged shapes each program whose
+    tiles include one at the edge (whose rows or columns wrap) runs its nest as written."""
+    rng = np.random.default_rng(6)
+    a, b = rng.standard_normal((m, k)).astype(np.float16), rng.standard_normal((k, n)).astype(np.float16)
+    c = np.full((m, n), np.nan, np.float16)
+    consts = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_SIZE_M": 2, "NUM_SMS": 3}
+    return PERSISTENT, (a, b, c, m, n, k, k, 1, n, 1, n, 1), consts, (3, 1, 1), a.astype(np.float32) @ b.astype(
+        np.float32)
+
+
 @pytest.mark.parametrize(("case", "m", "n", "k"), [(_grouped_case, 200, 144, 96), (_past_case, 128, 96, 64),
-                                                   (_unwrapped_case, 200, 144, 96)],
-                         ids=["ragged", "programs-past-the-matrix", "unwrapped"])
+                                                   (_unwrapped_case, 200, 144, 96), (_persistent_case, 200, 144, 96),
+                                                   (_persistent_case, 192, 128, 96)],
+                         ids=["ragged", "programs-past-the-matrix", "unwrapped", "persistent-ragged", "persistent"])
 def test_the_versioned_kernel_computes_what_the_kernel_as_written_does(case: Any, m: int, n: int, k: int) -> None:
     """In the interpreter: every element of C as the kernel as written computes it, versioned and not."""
     results = []
@@ -177,3 +235,16 @@ def test_the_versioned_kernel_computes_what_the_kernel_as_written_does(case: Any
         results.append(args[2])
     np.testing.assert_allclose(results[1].astype(np.float32), want, rtol=1e-2, atol=5e-2)
     np.testing.assert_array_equal(results[0], results[1])
+
+
+def test_every_program_of_a_persistent_matmul_without_wraps_takes_the_version() -> None:
+    """In the interpreter, the nest as written emptied (its branch then stores nothing): every element of C is
+    still computed, so every program's loop over its tiles found none that wraps."""
+    kernel, args, consts, grid, want = _persistent_case(192, 128, 96)
+    module = _module(kernel, args, consts)
+    ((_, version),) = version_wraps(module.kernel, module.attrs, 4)
+    written = version.regions[1].ops[0]
+    version.regions[1].ops = [Op("yield", list(written.operands[3:]), [], {}, (), written.loc)]
+    verify(module)
+    run_kernel(module, grid=grid, args=list(args))
+    np.testing.assert_allclose(args[2].astype(np.float32), want, rtol=1e-2, atol=5e-2)
