@@ -44,12 +44,16 @@ HERE = Path(__file__).resolve().parent
 
 def client(flavor: str, size: int) -> dict[str, Any]:
     """Run in a fresh process: the first call of the autotuned matmul, timed; its winner and check."""
-    import torch
-
     sys.path.insert(0, str(HERE))
     from gpu import load_kernels
 
-    kernels = load_kernels(flavor, Path(tempfile.mkdtemp(prefix=f"despina-tune-{flavor}-")))
+    with tempfile.TemporaryDirectory(prefix=f"despina-tune-{flavor}-") as workdir:
+        return _first_call(load_kernels(flavor, Path(workdir)), flavor, size)
+
+
+def _first_call(kernels: Any, flavor: str, size: int) -> dict[str, Any]:
+    import torch
+
     start = time.perf_counter()
     if flavor == "despina" and os.environ.get("DESPINA_SERVER", "").startswith("grpc"):
         import grpc  # noqa: F401
@@ -108,9 +112,14 @@ def main() -> None:
     if args.client:
         print(json.dumps(client(args.client, args.size)))
         return
+    with tempfile.TemporaryDirectory(prefix="despina-tune-bench-") as work:
+        run(args, Path(work))
+
+
+def run(args: argparse.Namespace, work: Path) -> None:
+    """Every run of the module docstring, their caches, Redis's and the daemons' files in `work`."""
     from loopback import RedisServer, start_daemons
 
-    work = Path(tempfile.mkdtemp(prefix="despina-tune-bench-"))
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)  # before the profiled client writes its profile there
     rows: list[list[Any]] = []
@@ -133,12 +142,13 @@ def main() -> None:
         if not args.second_client:
             local = fresh("despina", args.size, {"DESPINA_CACHE_DIR": str(work / "client-local")})
             rows.append(["despina in-process, cold", *times(local), "", "", local.get("winner", "")])
-        profile = args.out / "second_client_profile.txt" if args.out is not None else work / "second_client_profile.txt"
         again = fresh("despina", args.size, dict(env, DESPINA_CACHE_DIR=str(work / "client-2")))
         s2 = first.stats()
-        profiled = fresh("despina", args.size, dict(env, DESPINA_CACHE_DIR=str(work / "client-2b"),
-                                                    DESPINA_BENCH_PROFILE=str(profile)))
-        print(f"the second client's first launch, profiled: {profiled.get('error') or profile}")
+        if args.out is not None:
+            profile = args.out / "second_client_profile.txt"
+            profiled = fresh("despina", args.size, dict(env, DESPINA_CACHE_DIR=str(work / "client-2b"),
+                                                        DESPINA_BENCH_PROFILE=str(profile)))
+            print(f"the second client's first launch, profiled: {profiled.get('error') or profile}")
         rows.append(["second client, same daemon", *times(again),
                      s2.get("compiles", 0) - s.get("compiles", 0), s2.get("benchmarks", 0) - s.get("benchmarks", 0),
                      again.get("winner", "")])

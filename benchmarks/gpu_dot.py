@@ -236,8 +236,9 @@ def persistent_matmul(kernels: dict[str, ModuleType], quick: bool) -> list[list[
 
 def pointer_persistent_matmul(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
     """Tutorial 09's persistent matmul through pointers (`matmul_persistent_kernel`, its loop nest flattened
-    by both compilers), fp16, TFLOP/s, beside torch.matmul: a grid of one program per SM, GROUP_SIZE_M 8;
-    128x256x64 with 4 stages is out of shared memory for both compilers."""
+    by both compilers), fp16, TFLOP/s, beside torch.matmul: a grid of one program per SM, GROUP_SIZE_M 8; each
+    config as written and warp-specialized (`ws`: WARP_SPECIALIZE, both compilers); 128x256x64 with 4 stages is
+    out of shared memory for both compilers."""
     import torch
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -249,9 +250,10 @@ def pointer_persistent_matmul(kernels: dict[str, ModuleType], quick: bool) -> li
         for config in MATMUL_CONFIGS[:2] if quick else MATMUL_CONFIGS[:3]:
             bm, bn = config[:2]
             grid = (min(sms, math.ceil(size / bm) * math.ceil(size / bn)),)
-            rows.append(matmul_row(kernels, "matmul_persistent_kernel", "fp16", (a, b, ref), "*fp16:16,*fp16:16,*fp16:16",
-                                   config, close, lambda a=a, b=b: torch.matmul(a, b), 1 if quick else ROUNDS, grid,
-                                   GROUP_SIZE_M=8, NUM_SMS=sms))
+            for ws in (False, True):
+                rows.append(matmul_row(kernels, "matmul_persistent_kernel", f"fp16{' ws' if ws else ''}", (a, b, ref),
+                                       "*fp16:16,*fp16:16,*fp16:16", config, close, lambda a=a, b=b: torch.matmul(a, b),
+                                       1 if quick else ROUNDS, grid, GROUP_SIZE_M=8, NUM_SMS=sms, WARP_SPECIALIZE=ws))
     return rows
 
 

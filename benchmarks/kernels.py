@@ -99,9 +99,10 @@ def _compute_pid(tile_id, num_pid_in_group, num_pid_m, GROUP_SIZE_M: tl.constexp
 @triton.jit
 def matmul_persistent_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm,
                              stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                             GROUP_SIZE_M: tl.constexpr, NUM_SMS: tl.constexpr):
+                             GROUP_SIZE_M: tl.constexpr, NUM_SMS: tl.constexpr, WARP_SPECIALIZE: tl.constexpr = False):
     """Tutorial 09's `matmul_kernel_persistent`: the persistent loop through pointers, its nest flattened; a
-    tile's row and column offsets are computed before the K loop, which builds its pointers from them."""
+    tile's row and column offsets are computed before the K loop, which builds its pointers from them. With
+    WARP_SPECIALIZE (not in the tutorial), as its descriptor kernel's loop."""
     start_pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -110,7 +111,7 @@ def matmul_persistent_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak,
     num_pid_in_group = GROUP_SIZE_M * num_pid_n
     offs_k_for_mask = tl.arange(0, BLOCK_K)
     tile_id_c = start_pid - NUM_SMS
-    for tile_id in tl.range(start_pid, num_tiles, NUM_SMS, flatten=True):
+    for tile_id in tl.range(start_pid, num_tiles, NUM_SMS, flatten=True, warp_specialize=WARP_SPECIALIZE):
         pid_m, pid_n = _compute_pid(tile_id, num_pid_in_group, num_pid_m, GROUP_SIZE_M)
         offs_am = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         offs_bn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)

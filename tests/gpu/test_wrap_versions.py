@@ -51,12 +51,13 @@ def test_tutorial_03_as_shipped_matches_torch(hopper: Any, tmp_path: Path, dtype
     assert _versioned(_compiled(kernel, args, consts, warps, stages).asm["gpuir"])
 
 
+@pytest.mark.parametrize("ws", [False, True], ids=["as-written", "ws"])
 @pytest.mark.parametrize("tiles", [(128, 128, 64, 3), (128, 256, 64, 3)], ids=lambda t: "x".join(map(str, t[:3])) + f"-s{t[3]}")
 @pytest.mark.parametrize("mnk", [(1000, 784, 576), (1024, 768, 512)], ids=["edges-wrap", "none-wraps"])
 def test_tutorial_09_s_persistent_pointer_kernel_matches_torch(hopper: Any, tmp_path: Path, mnk: tuple[int, int, int],  # noqa: F811
-                                                               tiles: tuple[int, int, int, int]) -> None:
+                                                               tiles: tuple[int, int, int, int], ws: bool) -> None:
     """The nest versioned whole: on the ragged shape the programs with an edge tile run it as written, the
-    others (all, on the other shape) on TMA."""
+    others (all, on the other shape) on TMA; warp-specialized, that version with a producer warp."""
     torch = hopper
     (m, n, k), (bm, bn, bk, stages) = mnk, tiles
     kernel = benchmark_kernels.load(tmp_path).matmul_persistent_kernel
@@ -64,11 +65,12 @@ def test_tutorial_09_s_persistent_pointer_kernel_matches_torch(hopper: Any, tmp_
     c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     args = (a, b, c, m, n, k, k, 1, n, 1, n, 1)
-    consts = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_SIZE_M": 8, "NUM_SMS": sms}
+    consts = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_SIZE_M": 8, "NUM_SMS": sms, "WARP_SPECIALIZE": ws}
     kernel[(min(sms, despina.cdiv(m, bm) * despina.cdiv(n, bn)),)](*args, **consts, num_warps=8, num_stages=stages)
     torch.testing.assert_close(c.double(), (a.double() @ b.double()).half().double(), rtol=1e-2, atol=1e-2 * k**0.5)
     gpuir = _compiled(kernel, args, consts, 8, stages).asm["gpuir"]
     assert ": int1):" in gpuir and f"{stages} stages, 2 loads by TMA" in gpuir and "2 loads by cp.async" in gpuir
+    assert ('warp_specialized = "yes' in gpuir) == ws
 
 
 # kernel (of a, b, c, M, N, K, stride_am, stride_bk; C fp32), (M, N, K), constexprs, the grid of M and N, seed

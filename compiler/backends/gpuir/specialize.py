@@ -40,7 +40,8 @@ producer computes them, and the ops outside the loop they read, itself. A loop i
 - no loop encloses it (the producer runs it once, from the kernel's entry), and only `if`s do, whose
   conditions the producer computes too (a loop the consumers skip, the producer skips);
 - what the producer computes (the bounds, the conditions, the coordinates and what they read outside
-  the loop) is scalar arithmetic: pure, no tiles, no regions.
+  the loop) is scalar arithmetic: pure, no tiles; loops of it too (the loop over a persistent nest's tiles
+  that decides which version of it runs, `wrap_versions.py`), with what they read.
 Otherwise the loop keeps its pipeline, and its `warp_specialized` attribute says why (the GPU IR shows it).
 """
 
@@ -108,13 +109,32 @@ def _producer(gpu: GpuFunction, loop: Op) -> Producer | str:
             return f"the copies' coordinates take a tile ('{op.name}'): the producer computes scalars alone"
         roots += [v for o in op.walk() for v in o.operands if v not in inside]
     roots += [v for a in plan.loads for v in a.load.operands if v not in inside]
-    inputs = feeding(list(gpu.fn.walk()), roots)
+    inputs = _inputs(gpu, roots)
     for op in inputs:
-        if op.regions or gpu_opdef(op.name).side_effects or op.name in ("load", "descriptor_load") or any(
-                isinstance(r.type, TileType) for r in op.results):
-            return (f"the producer computes the loop's bounds and coordinates itself, and '{op.name}' outside the "
-                    "loop is not scalar arithmetic")
+        for o in op.walk():
+            if gpu_opdef(o.name).side_effects or o.name in ("load", "descriptor_load") or any(
+                    isinstance(r.type, TileType) for r in o.results):
+                return (f"the producer computes the loop's bounds and coordinates itself, and '{o.name}' outside "
+                        "the loop is not scalar arithmetic")
     return Producer(tuple(inputs), tuple((op.operands[0], i == 0) for op, i in path), tail=_tail(gpu, loop, path))
+
+
+def _inputs(gpu: GpuFunction, roots: list[Value]) -> list[Op]:
+    """The ops of the kernel (program order) that compute `roots`, and what the regions of those with regions
+    read from outside them (a loop over a persistent nest's tiles, `wrap_versions._version_nest`)."""
+    ops = list(gpu.fn.walk())
+    while True:
+        inputs = feeding(ops, roots)
+        free = [v for op in inputs if op.regions for v in _free(op) if v not in roots]
+        if not free:
+            return inputs
+        roots = [*roots, *free]
+
+
+def _free(op: Op) -> list[Value]:
+    """The values the ops inside `op`'s regions read from outside `op`."""
+    inside = {a for o in op.walk() for r in o.regions for a in r.args} | {r for o in op.walk() for r in o.results}
+    return [v for o in op.walk() if o is not op for v in o.operands if v not in inside]
 
 
 def _tail(gpu: GpuFunction, loop: Op, path: list[tuple[Op, int]]) -> tuple[Op, Op, int] | None:

@@ -6,8 +6,6 @@ first, so that a tile two readers need in different layouts reaches neither thro
 from __future__ import annotations
 
 import re
-import tempfile
-from pathlib import Path
 
 import benchmark_kernels
 import pytest
@@ -110,7 +108,7 @@ def test_an_op_reading_a_tile_twice_reads_one_copy() -> None:
 def test_tutorial_09_s_pointer_kernel_converts_no_offsets_in_its_fused_loop() -> None:
     """Its row and column offsets come from one `arange` (BLOCK_M = BLOCK_N), carried through the fused loop;
     shared, one of them met the other's layout through shared memory on every K step (4 CTA barriers)."""
-    kernel = benchmark_kernels.load(Path(tempfile.mkdtemp())).matmul_persistent_kernel
+    kernel = benchmark_kernels.load().matmul_persistent_kernel
     signature = "*fp16:16,*fp16:16,*fp16:16,i32:16,i32:16,i32:16,i32:16,i32:1,i32:16,i32:1,i32:16,i32:1"
     consts = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_SIZE_M": 8, "NUM_SMS": 132}
     for target in ("sm_90a", "sm_80"):

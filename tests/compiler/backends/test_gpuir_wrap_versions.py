@@ -116,19 +116,24 @@ def test_rows_that_may_start_below_0_are_versioned_on_their_start_alone() -> Non
 PERSISTENT = KERNELS.matmul_persistent_kernel
 
 
-def test_a_persistent_nest_is_versioned_whole_by_a_loop_over_its_tiles() -> None:
+@pytest.mark.parametrize("ws", [False, True], ids=["as-written", "warp-specialized"])
+def test_a_persistent_nest_is_versioned_whole_by_a_loop_over_its_tiles(ws: bool) -> None:
     """Tutorial 09's persistent pointer kernel: its rows wrap (`tl.where`) per tile, inside the nest. One loop of
     scalar arithmetic before the nest checks every tile of the program; both versions are flattened, the one whose
-    tiles do not wrap on TMA, the tile's start carried as a scalar."""
+    tiles do not wrap on TMA, the tile's start carried as a scalar. Warp-specialized, that version's producer
+    runs the loop over the tiles again for the `if`'s condition (specialize.py: scalar arithmetic)."""
     k = despina.compile(PERSISTENT, f"*fp16:16,*fp16:16,*fp16:16,{STRIDES}",
-                        {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_SIZE_M": 8, "NUM_SMS": 132},
-                        num_warps=8, num_stages=3, target="sm_90a")
+                        {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_SIZE_M": 8, "NUM_SMS": 132,
+                         "WARP_SPECIALIZE": ws}, num_warps=8, num_stages=3, target="sm_90a")
     gpuir = k.asm["gpuir"]
     assert len(re.findall(r"\^\(%\d+: int32, %\d+: int1\):", gpuir)) == 1  # the loop over the program's tiles
     tma, written = _pipelines(k)
     assert tma.startswith("3 stages, 2 loads by TMA") and written.startswith("3 stages, 2 loads by cp.async")
+    assert ("handed over by mbarriers to and from the producer" in tma) == ws
     assert gpuir.count('flattened = "yes') == 2 and len(k.metadata["tensor_maps"]) == 2
     assert k.metadata["spill_stores"] == 0 and k.metadata["ptxas_warnings"] == []
+    if ws:
+        assert re.findall(r'warp_specialized = "([^"]*)"', gpuir)[0].startswith("yes: a producer warp")
 
 
 @despina.jit
