@@ -212,52 +212,62 @@ def _version(fn: Function, tiles: Tiles, block: Block, loop: Op, wraps: Guarded)
 def _version_nest(fn: Function, tiles: Tiles, block: Block, loop: Op) -> Op | None:
     """Version the loop nest `loop` (marked to be flattened) whose tiles' rows wrap, computed before its inner
     loop from its induction variable: the guard holds when it holds for every tile, which a loop of scalar
-    arithmetic before the nest computes (`flatten` then makes one loop of each version). In the version, the
-    inner loop computes its rows itself, from the start `maximum(c, 0)` the tile carries: a flattened loop
-    carries that scalar, which `pointer_tiles` sees through (`affine.Tiles`), not the block of rows. None
-    where the nest's inner loop reads no wrap, or a start reads what the outer loop carries."""
+    arithmetic before the nest computes (`flatten` then makes one loop of each version). None where the nest's
+    inner loop reads no wrap, or a start reads what the outer loop carries."""
     body = loop.regions[0]
-    inner_loop = next(op for op in body.ops if op.regions)
-    wraps = _wraps(tiles, body, inner_loop)
+    inner = next(op for op in body.ops if op.regions)
+    wraps = _wraps(tiles, body, inner)
     leaves = [tiles.leaf[n] for c, m, _ in wraps.values() for p in (c, m or Poly()) for mono in p.terms
               for n in mono]
-    pre = body.ops[: body.ops.index(inner_loop)]
+    pre = body.ops[: body.ops.index(inner)]
     computing = feeding(pre, leaves)
     made = {r for op in computing for r in op.results} | {body.args[0]}
     inside = defined_in(loop)
     if not wraps or any(v in inside and v not in made for v in leaves) or any(
-            v in inside and v not in made and v.owner is body for op in computing for v in op.operands):
+            v in body.args[1:] for op in computing for v in op.operands):
         return None
-    ty = body.args[0].type
-    scan = Block([ty, int1], ["t", "unwrapped"])
-    smap: dict[Value, Value] = {body.args[0]: scan.args[0]}
+    guard: list[Op] = []
+    every = _every_tile(Emitter(guard, loop.loc), tiles, loop, wraps, computing)
+    return _versioned(fn, block, loop, guard, every, [], _rows_inside(tiles, loop, inner, wraps))
+
+
+def _every_tile(emit: Emitter, tiles: Tiles, loop: Op, wraps: Guarded, computing: list[Op]) -> Value:
+    """Whether the guard of `wraps` holds at every iteration of `loop`: a loop over its range of `computing` (the
+    ops of its body that the starts and bounds read) and the guard."""
+    iv = loop.regions[0].args[0]
+    scan = Block([iv.type, int1], ["t", "unwrapped"])
+    smap: dict[Value, Value] = {iv: scan.args[0]}
     scan.ops += [clone_op(op, smap) for op in computing]
     fits, _ = _fits(Emitter(scan.ops, loop.loc), tiles, wraps, smap)
     scan.ops.append(Op("yield", [Emitter(scan.ops, loop.loc).op("and", scan.args[1], fits)], [], {}, (), loop.loc))
-    guard: list[Op] = []
-    emit = Emitter(guard, loop.loc)
-    every = Op("for", [*loop.operands[:3], emit.const(True, int1)], [int1], {}, [scan], loop.loc)
-    guard.append(every)
+    emit.ops.append(Op("for", [*loop.operands[:3], emit.const(True, int1)], [int1], {}, [scan], loop.loc))
+    return emit.ops[-1].result
+
+
+def _rows_inside(tiles: Tiles, loop: Op, inner: Op, wraps: Guarded) -> Op:
+    """A copy of the nest `loop` whose inner loop computes the rows of `wraps` itself, unwrapped, from each start
+    c computed before it: a flattened loop carries c, a scalar, which `pointer_tiles` sees through
+    (`affine.Tiles`), where it would carry the block of rows."""
+    body = loop.regions[0]
     cmap: dict[Value, Value] = {}
     copy = clone_op(loop, cmap)
     cbody = copy.regions[0]
-    cinner = cbody.ops[body.ops.index(inner_loop)]
+    at = body.ops.index(inner)
     firsts: list[Op] = []
     starts = [_emit(Emitter(firsts, loop.loc), tiles, c, cmap) for c, _, _ in wraps.values()]
-    cbody.ops[cbody.ops.index(cinner) : cbody.ops.index(cinner)] = firsts
+    cbody.ops[at:at] = firsts
     rows: list[Op] = []
     rmap = dict(cmap)
     for op, start in zip(wraps, starts):
         rmap[op.result] = _unwrapped(Emitter(rows, loop.loc), op, start)
     sliced = {o for _, _, ops in wraps.values() for o in ops}
-    rows.extend(clone_op(o, rmap) for o in pre if o in sliced)
-    ibody = cinner.regions[0]
-    ibody.ops[:0] = rows
+    rows.extend(clone_op(o, rmap) for o in body.ops[:at] if o in sliced)
+    ibody = cbody.ops[at + len(firsts)].regions[0]
     subst = {cmap[v]: rmap[v] for v in [*(op.result for op in wraps), *(r for o in sliced for r in o.results)]}
-    for op in ibody.ops[len(rows):]:
-        for o in op.walk():
-            o.operands = [subst.get(v, v) for v in o.operands]
-    return _versioned(fn, block, loop, guard, every.result, [], copy)
+    for op in ibody.walk():
+        op.operands = [subst.get(v, v) for v in op.operands]
+    ibody.ops[:0] = rows
+    return copy
 
 
 def _tiles(block: Block) -> int:
