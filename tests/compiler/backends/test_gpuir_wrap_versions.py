@@ -136,6 +136,19 @@ def test_a_persistent_nest_is_versioned_whole_by_a_loop_over_its_tiles(ws: bool)
         assert re.findall(r'warp_specialized = "([^"]*)"', gpuir)[0].startswith("yes: a producer warp")
 
 
+def test_a_persistent_nest_tma_takes_nothing_of_is_put_back_without_its_loop_over_the_tiles() -> None:
+    """Strides not specialized positive: no tile for TMA in the version, which is dropped with the loop that
+    checked the tiles for it."""
+    strides = "i32:16,i32:16,i32:16,i32:16,i32:1,i32:16,i32:1,i32:16,i32:1"
+    k = despina.compile(PERSISTENT, f"*fp16:16,*fp16:16,*fp16:16,{strides}",
+                        {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_SIZE_M": 8, "NUM_SMS": 132},
+                        num_warps=8, num_stages=3, target="sm_90a")
+    gpuir = k.asm["gpuir"]
+    assert ": int1):" not in gpuir and "descriptor_load" not in gpuir and gpuir.count('flattened = "yes') == 1
+    (pipeline,) = _pipelines(k)
+    assert pipeline.startswith("3 stages, 2 loads by cp.async")
+
+
 @despina.jit
 def carried_tiles(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
                   NUM_SMS: tl.constexpr):
