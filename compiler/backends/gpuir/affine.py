@@ -125,10 +125,17 @@ class Tiles:
                 self.number[v] = len(self.number)
         self.leaf = {n: v for v, n in self.number.items()}
         self.memo: dict[tuple[Value, Dims], Any] = {}
+        self.scalars: dict[Value, Poly | None] = {}
         self.assumed: set[tuple[Value, int]] = set()  # carried values being proved multiples, as they step
 
     def scalar(self, v: Value) -> Poly | None:
-        """`v`, a signed int32 scalar, as a polynomial of scalars."""
+        """`v`, a signed int32 scalar, as a polynomial of scalars (each value's once: a sum of a value and itself
+        reads it twice, and a chain of them doubles its reads at each step)."""
+        if v not in self.scalars:
+            self.scalars[v] = self._scalar(v)
+        return self.scalars[v]
+
+    def _scalar(self, v: Value) -> Poly | None:
         if not (isinstance(v.type, ScalarType) and v.type == int32):
             return None
         if v in self.ones:

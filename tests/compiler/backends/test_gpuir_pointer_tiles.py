@@ -20,6 +20,7 @@ from pointer_tile_kernels import stepped, ws_pointers  # noqa: E402
 
 import despina  # noqa: E402
 import despina.language as tl  # noqa: E402
+from despina.compiler.backends.gpuir import affine  # noqa: E402
 
 KERNELS = benchmark_kernels.load()
 STRIDES = "i32:16+,i32:16+,i32:16+,i32:16+,i32:1,i32:16+,i32:1,i32:16+,i32:1"  # a launch at 4096^3 specializes so
@@ -169,6 +170,40 @@ def test_a_start_a_loop_carries_is_proved_non_negative_as_it_steps(how: str, til
     k = despina.compile(carried, "*fp16:16,*fp16:16,*fp32:16,i32:16+,i32:16+,i32:16+",
                         {"BM": 128, "BN": 256, "BK": 64, "HOW": how}, num_warps=8, num_stages=3, target="sm_90a")
     assert k.asm["gpuir"].count('origin = "pointers"') == tiles
+
+
+@despina.jit
+def doubled(a_ptr, b_ptr, c_ptr, K, stride_am, stride_bk, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+            D: tl.constexpr):
+    """A's rows start at the program id doubled D times, each a sum of the value and itself."""
+    start = tl.program_id(0)
+    for _ in tl.static_range(D):
+        start = start + start
+    rm, rn, rk = start * BM + tl.arange(0, BM), tl.program_id(1) * BN + tl.arange(0, BN), tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in range(0, K, BK):
+        a = tl.load(a_ptr + rm[:, None] * stride_am + (k + rk)[None, :])
+        b = tl.load(b_ptr + (k + rk)[:, None] * stride_bk + rn[None, :])
+        acc = tl.dot(a, b, acc)
+    tl.store(c_ptr + tl.arange(0, BM)[:, None] * BN + rn[None, :], acc)
+
+
+def test_a_scalar_is_made_a_polynomial_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each doubling read its value twice: 2^24 polynomials for 24 of them (a compile of minutes), where each
+    scalar is now made once."""
+    calls = 0
+    real = affine.Tiles.scalar
+
+    def counted(self: affine.Tiles, v: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        assert calls < 1000, "Tiles.scalar called 1000 times for 24 doublings"
+        return real(self, v)
+
+    monkeypatch.setattr(affine.Tiles, "scalar", counted)
+    k = despina.compile(doubled, "*fp16:16,*fp16:16,*fp32:16,i32:16+,i32:16+,i32:16+",
+                        {"BM": 128, "BN": 256, "BK": 64, "D": 24}, num_warps=8, num_stages=3, target="sm_90a")
+    assert k.asm["gpuir"].count('origin = "pointers"') == 2
 
 
 def test_stages_of_fewer_bytes_than_tma_pays_for_stay_on_cp_async() -> None:
