@@ -10,6 +10,7 @@ read from `despina.compile` for this GPU's target, Triton's from the kernel its 
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from pathlib import Path
@@ -215,19 +216,21 @@ def tma_matmul(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
 
 def persistent_matmul(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
     """Tutorial 09's persistent descriptor matmul (`matmul_tma_persistent_kernel`, its loop nest flattened by
-    both compilers), fp16, TFLOP/s, beside torch.matmul: a grid of one program per SM, GROUP_SIZE_M 8; each
-    config as written and warp-specialized (`ws`: WARP_SPECIALIZE, both compilers)."""
+    both compilers), fp16 and bf16 (fp16 alone with --quick), TFLOP/s, beside torch.matmul: a grid of one program
+    per SM, GROUP_SIZE_M 8; each config as written and warp-specialized (`ws`: WARP_SPECIALIZE, both compilers)."""
     import torch
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     rows = []
-    for size in (4096,) if quick else (4096, 8192):
-        a, b = (torch.randn((size, size), device="cuda", dtype=torch.float16) for _ in range(2))
+    for dtype, size in itertools.product(("float16",) if quick else ("float16", "bfloat16"),
+                                         (4096,) if quick else (4096, 8192)):
+        a, b = (torch.randn((size, size), device="cuda", dtype=getattr(torch, dtype)) for _ in range(2))
         for config in MATMUL_CONFIGS[:2] if quick else MATMUL_CONFIGS:
             bm, bn, bk, warps, stages = config
             grid = (min(sms, math.ceil(size / bm) * math.ceil(size / bn)),)
             for ws in (False, True):
-                rows.append([f"fp16 {size}^3 {bm}x{bn}x{bk} w{warps} s{stages}{' ws' if ws else ''}",
+                ty = "fp16" if dtype == "float16" else "bf16"
+                rows.append([f"{ty} {size}^3 {bm}x{bn}x{bk} w{warps} s{stages}{' ws' if ws else ''}",
                              *_descriptor_matmul_row(kernels, "matmul_tma_persistent_kernel", a, b, config, grid,
                                                      1 if quick else ROUNDS, GROUP_SIZE_M=8, NUM_SMS=sms,
                                                      WARP_SPECIALIZE=ws)])
