@@ -93,17 +93,24 @@ def grouped(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, BM: tl.constexpr
 
 
 @despina.jit
-def shifted(a_ptr, b_ptr, c_ptr, M, N, K, SHIFT, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    """C = A[rows - SHIFT] B for a runtime SHIFT: program 0's rows start at -SHIFT, before A's first row (memory the
-    caller's buffer holds), so that it runs the loop as written, and the programs after it the version on TMA
-    (gpuir/wrap_versions.py)."""
-    rm = tl.program_id(0) * BM - SHIFT + tl.arange(0, BM)
-    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+def k_loop(a_ptr, b_ptr, rm, rn, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """Rows rm of A [M, K] times columns rn of B [K, N], both row-major, K masked: a loop by BK."""
     rk = tl.arange(0, BK)
     acc = tl.zeros((BM, BN), tl.float32)
     for k in range(0, K, BK):
         a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :], mask=(k + rk)[None, :] < K, other=0.0)
         b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :], mask=(k + rk)[:, None] < K, other=0.0)
         acc = tl.dot(a, b, acc)
+    return acc
+
+
+@despina.jit
+def shifted(a_ptr, b_ptr, c_ptr, M, N, K, SHIFT, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """C = A[rows - SHIFT] B for a runtime SHIFT: program 0's rows start at -SHIFT, before A's first row (memory the
+    caller's buffer holds), so that it runs the loop as written, and the programs after it the version on TMA
+    (gpuir/wrap_versions.py)."""
+    rm = tl.program_id(0) * BM - SHIFT + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    acc = k_loop(a_ptr, b_ptr, rm, rn, N, K, BM, BN, BK)
     cm = tl.program_id(0) * BM + tl.arange(0, BM)
     tl.store(c_ptr + cm[:, None] * N + rn[None, :], acc, mask=(cm[:, None] < M) & (rn[None, :] < N))

@@ -17,7 +17,7 @@ pytest.importorskip("llvmlite")
 pytest.importorskip("cuda.bindings.nvjitlink")
 
 import benchmark_kernels  # noqa: E402
-from pointer_tile_kernels import clamped, grouped, ws_pointers  # noqa: E402
+from pointer_tile_kernels import clamped, grouped, k_loop, ws_pointers  # noqa: E402
 
 import despina  # noqa: E402
 import despina.language as tl  # noqa: E402
@@ -159,12 +159,7 @@ def carried_tiles(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constex
         tile += NUM_SMS
         rm = ((tile // num_n) * BM + tl.arange(0, BM)) % M
         rn = (tile % num_n) * BN + tl.arange(0, BN)
-        rk = tl.arange(0, BK)
-        acc = tl.zeros((BM, BN), tl.float32)
-        for k in range(0, K, BK):
-            a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :], mask=(k + rk)[None, :] < K, other=0.0)
-            b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :], mask=(k + rk)[:, None] < K, other=0.0)
-            acc = tl.dot(a, b, acc)
+        acc = k_loop(a_ptr, b_ptr, rm, rn, N, K, BM, BN, BK)
         tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=rn[None, :] < N)
 
 
