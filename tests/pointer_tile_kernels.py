@@ -4,8 +4,6 @@ that stay on cp.async, and rows that wrap (gpuir/wrap_versions.py)."""
 
 from __future__ import annotations
 
-import re
-
 import despina
 import despina.language as tl
 
@@ -116,9 +114,3 @@ def shifted(a_ptr, b_ptr, c_ptr, M, N, K, SHIFT, BM: tl.constexpr, BN: tl.conste
     acc = k_loop(a_ptr, b_ptr, rm, rn, N, K, BM, BN, BK)
     cm = tl.program_id(0) * BM + tl.arange(0, BM)
     tl.store(c_ptr + cm[:, None] * N + rn[None, :], acc, mask=(cm[:, None] < M) & (rn[None, :] < N))
-
-
-def first_wrap_scans(gpuir: str) -> int:
-    """How many loops of the GPU IR `gpuir` find a persistent nest's first tile that wraps (wrap_versions.py): the
-    `for` with no attributes carrying one int32."""
-    return len(re.findall(r"= for\([^)]*\) \(\n\s*\^\(%\d+: int32, %\d+: int32\):", gpuir))

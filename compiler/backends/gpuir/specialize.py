@@ -41,7 +41,7 @@ producer computes them, and the ops outside the loop they read, itself. A loop i
   conditions the producer computes too (a loop the consumers skip, the producer skips);
 - what the producer computes (the bounds, the conditions, the coordinates and what they read outside
   the loop) is scalar arithmetic: pure, no tiles; loops of it too (the loop over a persistent nest's tiles
-  that finds where its version ends, `wrap_versions.py`), with what they read.
+  that decides which version of it runs, `wrap_versions.py`), with what they read.
 Otherwise the loop keeps its pipeline, and its `warp_specialized` attribute says why (the GPU IR shows it).
 """
 

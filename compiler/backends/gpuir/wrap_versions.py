@@ -27,14 +27,10 @@ computed as int32 arithmetic, which is exact modulo 2^32, so where it lands in [
 x is c + i exactly.
 
 A persistent nest (`tl.range(..., flatten=True)`, tutorial 09's pointer kernel) computes each tile's rows
-inside its outer loop, from the tile's index. It is split at the first tile whose rows wrap, before `flatten`
-makes one loop of it: a loop of scalar arithmetic before the nest evaluates the guard for every tile the
-program takes (its induction variable's range; the starts' slice of the nest's body, which must read nothing
-the nest carries) and finds the first that fails; the tiles before it run an unwrapped copy of the nest, the
-rest the nest as written, from the copy's carried values; and each nest is then flattened (`_version_nest`).
-The second nest's ring takes the first's shared memory behind a barrier (`smem_alloc`), the first's mbarriers
-invalidated where its pipeline ends. A program whose first tile wraps runs the nest as written alone (an `if`),
-and a split whose copy TMA takes nothing more of is dropped as a version is.
+inside its outer loop, from the tile's index. It is versioned whole, before `flatten` makes one loop of it:
+a loop of scalar arithmetic before the nest evaluates the guard for every tile the program takes (its
+induction variable's range; the starts' slice of the nest's body, which must read nothing the nest carries),
+and both versions are then flattened (`_version_nest`).
 """
 
 from __future__ import annotations
@@ -42,7 +38,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...ir.core import Block, Function, Module, Op, Value
-from ...ir.types import TileType, int32, shape_of
+from ...ir.types import TileType, int1, int32, shape_of
 from ...passes.dce import dce
 from ...passes.flatten import ATTR as FLATTEN
 from ...passes.flatten import defined_in, why_not
@@ -215,11 +211,9 @@ def _version(fn: Function, tiles: Tiles, block: Block, loop: Op, wraps: Guarded)
 
 def _version_nest(fn: Function, tiles: Tiles, block: Block, loop: Op) -> Op | None:
     """Version the loop nest `loop` (marked to be flattened) whose tiles' rows wrap, computed before its inner
-    loop from its induction variable, at its first tile that wraps: a loop of scalar arithmetic before the nest
-    finds it, and `if` it is not the first tile, a copy of the nest runs the tiles before it unwrapped, then the
-    nest as written the rest (from the copy's carried values); else the nest as written runs them all. `flatten`
-    then makes one loop of each nest. None where the nest's inner loop reads no wrap, or a start reads what the
-    outer loop carries."""
+    loop from its induction variable: the guard holds when it holds for every tile, which a loop of scalar
+    arithmetic before the nest computes (`flatten` then makes one loop of each version). None where the nest's
+    inner loop reads no wrap, or a start reads what the outer loop carries."""
     body = loop.regions[0]
     inner = next(op for op in body.ops if op.regions)
     wraps = _wraps(tiles, body, inner)
@@ -233,30 +227,20 @@ def _version_nest(fn: Function, tiles: Tiles, block: Block, loop: Op) -> Op | No
             v in body.args[1:] for op in computing for v in op.operands):
         return None
     guard: list[Op] = []
-    emit = Emitter(guard, loop.loc)
-    first = _first_wrap(emit, tiles, loop, wraps, computing)
-    unwrapped = _rows_inside(tiles, loop, inner, wraps)
-    unwrapped.operands[1] = first
-    rest = clone_op(loop, {})
-    rest.operands[0], rest.operands[3:] = first, list(unwrapped.results)
-    cond = emit.op("cmp", first, loop.operands[0], pred="ne")
-    return _versioned(fn, block, loop, guard, cond, [unwrapped], rest)
+    every = _every_tile(Emitter(guard, loop.loc), tiles, loop, wraps, computing)
+    return _versioned(fn, block, loop, guard, every, [], _rows_inside(tiles, loop, inner, wraps))
 
 
-def _first_wrap(emit: Emitter, tiles: Tiles, loop: Op, wraps: Guarded, computing: list[Op]) -> Value:
-    """The first iteration of `loop` at which the guard of `wraps` fails (its upper bound where none does): a loop
-    over its range of `computing` (the ops of its body that the starts and bounds read) and the guard."""
+def _every_tile(emit: Emitter, tiles: Tiles, loop: Op, wraps: Guarded, computing: list[Op]) -> Value:
+    """Whether the guard of `wraps` holds at every iteration of `loop`: a loop over its range of `computing` (the
+    ops of its body that the starts and bounds read) and the guard."""
     iv = loop.regions[0].args[0]
-    hi = loop.operands[1]
-    scan = Block([iv.type, iv.type], ["t", "first"])
+    scan = Block([iv.type, int1], ["t", "unwrapped"])
     smap: dict[Value, Value] = {iv: scan.args[0]}
     scan.ops += [clone_op(op, smap) for op in computing]
-    e = Emitter(scan.ops, loop.loc)
-    fits, _ = _fits(e, tiles, wraps, smap)
-    t, first = scan.args
-    found = e.op("select", e.op("cmp", first, hi, pred="eq"), t, first)
-    scan.ops.append(Op("yield", [e.op("select", fits, first, found)], [], {}, (), loop.loc))
-    emit.ops.append(Op("for", [*loop.operands[:3], hi], [iv.type], {}, [scan], loop.loc))
+    fits, _ = _fits(Emitter(scan.ops, loop.loc), tiles, wraps, smap)
+    scan.ops.append(Op("yield", [Emitter(scan.ops, loop.loc).op("and", scan.args[1], fits)], [], {}, (), loop.loc))
+    emit.ops.append(Op("for", [*loop.operands[:3], emit.const(True, int1)], [int1], {}, [scan], loop.loc))
     return emit.ops[-1].result
 
 
