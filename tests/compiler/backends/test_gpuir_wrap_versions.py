@@ -25,6 +25,7 @@ from despina.compiler.backends.gpuir.wrap_versions import version_wraps  # noqa:
 from despina.compiler.interpreter import run_kernel  # noqa: E402
 from despina.compiler.ir.core import Module, Op  # noqa: E402
 from despina.compiler.ir.verifier import verify  # noqa: E402
+from despina.compiler.passes.rewrite import clone_function  # noqa: E402
 
 KERNELS = benchmark_kernels.load()
 GROUPED = KERNELS.matmul_grouped_kernel
@@ -185,8 +186,10 @@ def test_no_version_is_kept_where_tma_takes_nothing_more(why: str, strides: str,
 
 
 def _module(kernel: Any, args: tuple[Any, ...], consts: dict[str, Any]) -> Module:
+    """The kernel's tile IR for the call, a copy of the one the kernel keeps (which the tests version)."""
     options = kernel.options({}, interpret=True)
-    return kernel.ir(kernel.specialize(kernel.bind(args, consts), options), options)
+    module = kernel.ir(kernel.specialize(kernel.bind(args, consts), options), options)
+    return Module([clone_function(fn) for fn in module.functions], dict(module.attrs))
 
 
 def _grouped_case(m: int, n: int, k: int) -> tuple[Any, tuple[Any, ...], dict[str, Any], tuple[int, int, int], Any]:
@@ -250,14 +253,38 @@ def test_the_versioned_kernel_computes_what_the_kernel_as_written_does(case: Any
     np.testing.assert_array_equal(results[0], results[1])
 
 
-def test_every_program_of_a_persistent_matmul_without_wraps_takes_the_version() -> None:
-    """In the interpreter, the nest as written emptied (its branch then stores nothing): every element of C is
-    still computed, so every program's loop over its tiles found none that wraps."""
-    kernel, args, consts, grid, want = _persistent_case(192, 128, 96)
+def _tiles_of_programs_without_wraps(m: int, n: int) -> set[tuple[int, int]]:
+    """The 64x64 tiles (pid_m, pid_n) of those of `_persistent_case`'s 3 programs none of whose tiles has rows or
+    columns that wrap: tutorial 09's grouped order, GROUP_SIZE_M 2."""
+    tiles_m, tiles_n = -(-m // 64), -(-n // 64)
+    group = 2 * tiles_n
+    found = set()
+    for program in range(3):
+        mine = []
+        for tile in range(program, tiles_m * tiles_n, 3):
+            first_m = tile // group * 2
+            size = min(tiles_m - first_m, 2)
+            mine.append((first_m + tile % size, tile % group // size))
+        if all((pid_m + 1) * 64 <= m and (pid_n + 1) * 64 <= n for pid_m, pid_n in mine):
+            found.update(mine)
+    return found
+
+
+@pytest.mark.parametrize("mnk", [(192, 128, 96), (200, 128, 96), (192, 144, 64)], ids=["whole", "ragged-m", "ragged-n"])
+def test_the_programs_whose_tiles_do_not_wrap_take_the_version(mnk: tuple[int, int, int]) -> None:
+    """In the interpreter, the nest as written emptied (its branch then stores nothing): C holds the product on
+    exactly the tiles of the programs none of whose tiles wraps (all of a whole shape), and NaN elsewhere."""
+    kernel, args, consts, grid, want = _persistent_case(*mnk)
     module = _module(kernel, args, consts)
     ((_, version),) = version_wraps(module.kernel, module.attrs, 4)
     written = version.regions[1].ops[0]
     version.regions[1].ops = [Op("yield", list(written.operands[3:]), [], {}, (), written.loc)]
     verify(module)
     run_kernel(module, grid=grid, args=list(args))
-    np.testing.assert_allclose(args[2].astype(np.float32), want, rtol=1e-2, atol=5e-2)
+    got = args[2].astype(np.float32)
+    ran = np.zeros(got.shape, bool)
+    for pid_m, pid_n in _tiles_of_programs_without_wraps(*mnk[:2]):
+        ran[pid_m * 64 : (pid_m + 1) * 64, pid_n * 64 : (pid_n + 1) * 64] = True
+    assert ran.any() and (ran.all() if mnk == (192, 128, 96) else not ran.all())
+    np.testing.assert_allclose(got[ran], want[ran], rtol=1e-2, atol=5e-2)
+    assert np.isnan(got[~ran]).all()
