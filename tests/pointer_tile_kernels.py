@@ -114,3 +114,14 @@ def shifted(a_ptr, b_ptr, c_ptr, M, N, K, SHIFT, BM: tl.constexpr, BN: tl.conste
     acc = k_loop(a_ptr, b_ptr, rm, rn, N, K, BM, BN, BK)
     cm = tl.program_id(0) * BM + tl.arange(0, BM)
     tl.store(c_ptr + cm[:, None] * N + rn[None, :], acc, mask=(cm[:, None] < M) & (rn[None, :] < N))
+
+
+@despina.jit
+def flat_wraps(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """Rows that wrap (`% M`), computed before a loop nest marked to be flattened: two passes, each storing the
+    product into its half of C [2, M, N]. The nest is versioned as a loop is, and both versions flattened."""
+    rm = (tl.program_id(0) * BM + tl.arange(0, BM)) % M
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    for half in tl.range(0, 2, flatten=True):
+        acc = k_loop(a_ptr, b_ptr, rm, rn, N, K, BM, BN, BK)
+        tl.store(c_ptr + half * M * N + rm[:, None] * N + rn[None, :], acc, mask=rn[None, :] < N)

@@ -125,6 +125,14 @@ def _per_tile(loop: Op, pre: list[Op], inner: Op, fresh: list[int]) -> list[Valu
     return read
 
 
+def _invariant(pre: list[Op], v: Value, inside: set[Value]) -> bool:
+    """Whether `v`, a value of `pre`, is the same at every outer iteration: what computes it in `pre` reads nothing
+    else the nest defines (not its induction variable, not what it carries)."""
+    ops = feeding(pre, [v])
+    made = {r for op in ops for r in op.results}
+    return all(a not in inside or a in made for op in ops for a in op.operands)
+
+
 def _around(pre: list[Op], inner: Op, results: list[Value], post: list[Op], mapping: Subst) -> list[Op]:
     """`pre` and `post` cloned through `mapping` (which gains their values), the inner loop's results taken as
     `results`, each looked up in `mapping` once `pre` is cloned."""
@@ -162,6 +170,10 @@ def _flatten(loop: Op) -> tuple[list[Op], list[Value]]:
     carry = _per_tile(loop, pre, inner, fresh)
     if carry is None:
         fresh = []
+    # What the inner loop reads of `pre` but is the same for every tile (a `tl.arange` written in the tile loop) is
+    # not carried: the fused loop reads its copy before the loop, where `pre` ran for the first tile.
+    invariant = [v for v in carry or [] if _invariant(pre, v, inside)]
+    carry = None if carry is None else [v for v in carry if v not in invariant]
 
     # The outer induction variable t and the inner step's index ki are carried (ki wraps at n_k, when t
     # steps), not divided out of the flattened index every iteration; so is a tile's part of `pre`.
@@ -177,6 +189,7 @@ def _flatten(loop: Op) -> tuple[list[Op], list[Value]]:
     flat.ops += [clone_op(op, mapping) for op in (pre if carry is None else feeding(
         pre, [inner.operands[3 + i] for i in through]))]
     mapping.update(zip(carry or [], tile_args))
+    mapping.update((v, first[v]) for v in invariant)
     starts = e.op("cmp", ki, e.const(0, ty), pred="eq")
     entering = []
     for i, (init, arg) in enumerate(zip(inner.operands[3:], inner_args)):

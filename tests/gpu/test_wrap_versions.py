@@ -1,10 +1,10 @@
 """Loops whose rows wrap or may start below 0, versioned for TMA (gpuir/wrap_versions.py), on a
 compute-capability-9.0 device against torch: tutorial 03 as Triton ships it (grouped, `% M`) on shapes whose edge
 programs wrap and take the loop as written, and on shapes where none does; tutorial 09's `tl.where` through its
-hints; tutorial 09's persistent pointer kernel, versioned whole; a warp-specialized loop whose version alone has the
-producer, on a grid with rows of programs past the matrix; a grouped ordering without wraps; rows shifted before the
-matrix, whose first program must take the loop as written; each checked to have kept its version; and tutorial 03
-and the persistent kernel through the daemon."""
+hints; tutorial 09's persistent pointer kernel, versioned whole; rows that wrap before a nest to flatten; a
+warp-specialized loop whose version alone has the producer, on a grid with rows of programs past the matrix; a
+grouped ordering without wraps; rows shifted before the matrix, whose first program must take the loop as written;
+each checked to have kept its version; and tutorial 03 and the persistent kernel through the daemon."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 import benchmark_kernels
 import numpy as np
 import pytest
-from pointer_tile_kernels import clamped, grouped, shifted, ws_pointers
+from pointer_tile_kernels import clamped, flat_wraps, grouped, shifted, ws_pointers
 
 import despina
 from despina.runtime import driver
@@ -71,6 +71,25 @@ def test_tutorial_09_s_persistent_pointer_kernel_matches_torch(hopper: Any, tmp_
     gpuir = _compiled(kernel, args, consts, 8, stages).asm["gpuir"]
     assert ": int1):" in gpuir and f"{stages} stages, 2 loads by TMA" in gpuir and "2 loads by cp.async" in gpuir
     assert ('warp_specialized = "yes' in gpuir) == ws
+
+
+def test_a_nest_to_flatten_whose_rows_wrap_before_it_matches_torch(hopper: Any) -> None:  # noqa: F811
+    """Rows that wrap, computed before a nest marked to be flattened, and the K loop's column offsets made in the
+    nest (the same for every pass, not carried): the last row of programs runs the nest as written, the others
+    its version on TMA."""
+    torch = hopper
+    m, n, k = 1000, 768, 576
+    a, b = _operand(torch, "fp16", m, k, 13), _operand(torch, "fp16", k, n, 14)
+    c = torch.full((2, m, n), float("nan"), device="cuda", dtype=torch.float32)
+    args = (a, b, c, m, n, k)
+    consts = {"BM": 128, "BN": 128, "BK": 64}
+    flat_wraps[(despina.cdiv(m, 128), despina.cdiv(n, 128))](*args, **consts, num_warps=8, num_stages=3)
+    want = a.double() @ b.double()
+    for half in c:
+        torch.testing.assert_close(half.double(), want, rtol=1e-2, atol=1e-2 * k**0.5)
+    gpuir = _compiled(flat_wraps, args, consts, 8, 3).asm["gpuir"]
+    assert "3 stages, 2 loads by TMA" in gpuir and "3 stages, 2 loads by cp.async" in gpuir
+    assert gpuir.count('flattened = "yes') == 2
 
 
 # kernel (of a, b, c, M, N, K, stride_am, stride_bk; C fp32), (M, N, K), constexprs, the grid of M and N, seed

@@ -17,7 +17,7 @@ pytest.importorskip("llvmlite")
 pytest.importorskip("cuda.bindings.nvjitlink")
 
 import benchmark_kernels  # noqa: E402
-from pointer_tile_kernels import clamped, grouped, k_loop, ws_pointers  # noqa: E402
+from pointer_tile_kernels import clamped, flat_wraps, grouped, k_loop, ws_pointers  # noqa: E402
 
 import despina  # noqa: E402
 import despina.language as tl  # noqa: E402
@@ -150,6 +150,17 @@ def test_a_persistent_nest_tma_takes_nothing_of_is_put_back_without_its_loop_ove
     assert pipeline.startswith("3 stages, 2 loads by cp.async")
 
 
+def test_a_nest_whose_rows_wrap_before_it_is_versioned_and_both_versions_flattened() -> None:
+    """Versioning runs before flattening: a nest marked to be flattened whose wraps are computed before it is
+    versioned as a loop is (the guard once, no loop over the tiles), and each version is one loop."""
+    k = despina.compile(flat_wraps, "*fp16:16,*fp16:16,*fp32:16,i32:16+,i32:16+,i32:16+", {"BM": 128, "BN": 128, "BK": 64},
+                        num_warps=8, num_stages=3, target="sm_90a")
+    gpuir = k.asm["gpuir"]
+    assert ": int1):" not in gpuir and gpuir.count('flattened = "yes') == 2
+    tma, written = _pipelines(k)
+    assert tma.startswith("3 stages, 2 loads by TMA") and written.startswith("3 stages, 2 loads by cp.async")
+
+
 @despina.jit
 def carried_tiles(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
                   NUM_SMS: tl.constexpr):
@@ -223,6 +234,16 @@ def _unwrapped_case(m: int, n: int, k: int) -> tuple[Any, tuple[Any, ...], dict[
         a.astype(np.float32) @ b.astype(np.float32)
 
 
+def _flat_case(m: int, n: int, k: int) -> tuple[Any, tuple[Any, ...], dict[str, Any], tuple[int, int, int], Any]:
+    """`flat_wraps` at 64x64x32 with M ragged: the last row of programs wraps (its columns, unmasked in B, whole)."""
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal((m, k)).astype(np.float16), rng.standard_normal((k, n)).astype(np.float16)
+    c = np.full((2, m, n), np.nan, np.float32)
+    want = a.astype(np.float32) @ b.astype(np.float32)
+    return flat_wraps, (a, b, c, m, n, k), {"BM": 64, "BN": 64, "BK": 32}, (-(-m // 64), -(-n // 64), 1), \
+        np.stack([want, want])
+
+
 def _persistent_case(m: int, n: int, k: int) -> tuple[Any, tuple[Any, ...], dict[str, Any], tuple[int, int, int], Any]:
     """Tutorial 09's persistent pointer kernel at 64x64x32 on 3 programs: on ragged shapes each program whose
     tiles include one at the edge (whose rows or columns wrap) runs its nest as written."""
@@ -236,8 +257,9 @@ def _persistent_case(m: int, n: int, k: int) -> tuple[Any, tuple[Any, ...], dict
 
 @pytest.mark.parametrize(("case", "m", "n", "k"), [(_grouped_case, 200, 144, 96), (_past_case, 128, 96, 64),
                                                    (_unwrapped_case, 200, 144, 96), (_persistent_case, 200, 144, 96),
-                                                   (_persistent_case, 192, 128, 96)],
-                         ids=["ragged", "programs-past-the-matrix", "unwrapped", "persistent-ragged", "persistent"])
+                                                   (_persistent_case, 192, 128, 96), (_flat_case, 200, 128, 96)],
+                         ids=["ragged", "programs-past-the-matrix", "unwrapped", "persistent-ragged", "persistent",
+                              "nest-to-flatten"])
 def test_the_versioned_kernel_computes_what_the_kernel_as_written_does(case: Any, m: int, n: int, k: int) -> None:
     """In the interpreter: every element of C as the kernel as written computes it, versioned and not."""
     results = []

@@ -171,3 +171,37 @@ def test_what_the_epilogue_does_not_read_goes_straight_to_the_next_iteration(row
         run_kernel(m, grid=(programs, 1, 1), args=[x, out, rows, cols])
         results.append(out)
     np.testing.assert_array_equal(results[0], results[1])
+
+
+@despina.jit
+def invariant_rowsums(x_ptr, out_ptr, R, C, BR: tl.constexpr, BC: tl.constexpr, PROGRAMS: tl.constexpr):
+    """persistent_rowsum with the inner loop's column offsets made in the tile loop: the same for every tile."""
+    for tile in tl.range(tl.program_id(0), tl.cdiv(R, BR), PROGRAMS, flatten=True):
+        rows = tile * BR + tl.arange(0, BR)
+        cols = tl.arange(0, BC)
+        acc = tl.zeros((BR,), tl.float32)
+        for c in range(0, C, BC):
+            mask = (rows[:, None] < R) & (c + cols[None, :] < C)
+            acc += tl.sum(tl.load(x_ptr + rows[:, None] * C + c + cols[None, :], mask=mask, other=0.0), 1)
+        tl.store(out_ptr + rows, acc, mask=rows < R)
+
+
+@pytest.mark.parametrize("rows,cols,programs", [(50, 37, 3), (64, 32, 2), (0, 20, 2)])
+def test_what_is_the_same_for_every_tile_is_not_carried(rows: int, cols: int, programs: int) -> None:
+    """The columns the inner loop reads, made in the tile loop from nothing it defines, come from the copy of the
+    tile loop's first ops before the fused loop: it carries the tile's rows alone (a carried block of columns
+    hid their form from `pointer_tiles`, which then left a persistent matmul on cp.async)."""
+    rng = np.random.default_rng(rows + cols)
+    x = rng.integers(-4, 5, (max(rows, 1), cols)).astype(np.float32)
+    module = module_of(invariant_rowsums, (x, x, rows, cols), {"BR": 8, "BC": 16, "PROGRAMS": programs})
+    flat = copy.deepcopy(module)
+    flatten_loops(flat.kernel)
+    fused = next(op for op in flat.kernel.walk() if op.name == "for" and op.attrs.get("flattened", "").startswith("yes"))
+    assert [str(a.type) for a in fused.regions[0].args[1:-2]] == ["tile<8xfp32>", "tile<8xint32>"]  # acc, rows
+    results = []
+    for m in (module, flat):
+        out = np.full(max(rows, 1) + 8, -1.0, np.float32)
+        run_kernel(m, grid=(programs, 1, 1), args=[x, out, rows, cols])
+        results.append(out)
+    np.testing.assert_array_equal(results[0], results[1])
+    np.testing.assert_array_equal(results[1][:rows], x[:rows].sum(axis=1))
