@@ -24,7 +24,9 @@ So are the values of `pre` that the inner loop reads (a tile's coordinates, from
 09's grouped order, or a pointer kernel's row and column offsets) and the `p` values: an `if` computes them
 for the next tile on a tile's last K step alone, which the pipeline evaluates S-1 iterations ahead with the
 loads they feed, and the epilogue computes `pre` again for itself. Where `pre` or a start of `p` reads the
-outer loop's carried values, `pre` runs every iteration instead, and each `p` starts again by a select.
+outer loop's carried values, `pre` runs every iteration instead, and each `p` starts again by a select. A
+value of `pre` that is the same for every tile (a `tl.arange` written in the tile loop) is not carried: the fused
+loop reads its copy made before it.
 
 Measured on an H200 with tutorial 09's persistent kernel (benchmarks/gpu.py, persistent_matmul_TFLOPs):
 with `pre` run every K step, its two integer divisions sat in the one thread that issues TMA's copies
