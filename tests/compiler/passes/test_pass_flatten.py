@@ -148,10 +148,7 @@ def test_what_the_epilogue_does_not_read_goes_straight_to_the_next_iteration(row
     persistent matmul stepping its pointers ran 0.66-0.69x Triton)."""
     rng = np.random.default_rng(rows * 100 + cols)
     x = rng.integers(-4, 5, (max(rows, 1), max(cols, 1))).astype(np.float32)
-    module = module_of(stepped_rowsums, (x, x, rows, cols), {"BR": 8, "BC": 16, "PROGRAMS": programs})
-    flat = copy.deepcopy(module)
-    flatten_loops(flat.kernel)
-    fused = next(op for op in flat.kernel.walk() if op.name == "for" and op.attrs.get("flattened", "").startswith("yes"))
+    fused, results = _rowsums_both_ways(stepped_rowsums, x, rows, cols, programs)
     body = fused.regions[0]
     epilogue, advance = (op for op in body.ops if op.name == "if")
     assert [str(r.type) for r in epilogue.results] == ["tile<8xfp32>"]  # the accumulator alone
@@ -165,12 +162,21 @@ def test_what_the_epilogue_does_not_read_goes_straight_to_the_next_iteration(row
     assert stay is not None
     step = stay.operands[passed.index].owner
     assert isinstance(step, Op) and step.name == "addptr"
+    np.testing.assert_array_equal(results[0], results[1])
+
+
+def _rowsums_both_ways(kernel: Any, x: np.ndarray, rows: int, cols: int, programs: int) -> tuple[Op, list[np.ndarray]]:
+    """A rowsums kernel's fused loop, and its outputs in the interpreter as written and flattened."""
+    module = module_of(kernel, (x, x, rows, cols), {"BR": 8, "BC": 16, "PROGRAMS": programs})
+    flat = copy.deepcopy(module)
+    flatten_loops(flat.kernel)
+    fused = next(op for op in flat.kernel.walk() if op.name == "for" and op.attrs.get("flattened", "").startswith("yes"))
     results = []
     for m in (module, flat):
         out = np.full(max(rows, 1) + 8, -1.0, np.float32)
         run_kernel(m, grid=(programs, 1, 1), args=[x, out, rows, cols])
         results.append(out)
-    np.testing.assert_array_equal(results[0], results[1])
+    return fused, results
 
 
 @despina.jit
@@ -193,15 +199,7 @@ def test_what_is_the_same_for_every_tile_is_not_carried(rows: int, cols: int, pr
     hid their form from `pointer_tiles`, which then left a persistent matmul on cp.async)."""
     rng = np.random.default_rng(rows + cols)
     x = rng.integers(-4, 5, (max(rows, 1), cols)).astype(np.float32)
-    module = module_of(invariant_rowsums, (x, x, rows, cols), {"BR": 8, "BC": 16, "PROGRAMS": programs})
-    flat = copy.deepcopy(module)
-    flatten_loops(flat.kernel)
-    fused = next(op for op in flat.kernel.walk() if op.name == "for" and op.attrs.get("flattened", "").startswith("yes"))
+    fused, results = _rowsums_both_ways(invariant_rowsums, x, rows, cols, programs)
     assert [str(a.type) for a in fused.regions[0].args[1:-2]] == ["tile<8xfp32>", "tile<8xint32>"]  # acc, rows
-    results = []
-    for m in (module, flat):
-        out = np.full(max(rows, 1) + 8, -1.0, np.float32)
-        run_kernel(m, grid=(programs, 1, 1), args=[x, out, rows, cols])
-        results.append(out)
     np.testing.assert_array_equal(results[0], results[1])
     np.testing.assert_array_equal(results[1][:rows], x[:rows].sum(axis=1))
