@@ -38,6 +38,7 @@ MATMUL_HEADER = ["config", "despina", "triton", "torch", *RESOURCES, "triton reg
 # M, N, K, then the strides: A and C row-major, B row-major (N-major) or column-major (K-major)
 STRIDES = ",i32:16+,i32:16+,i32:16+,i32:16+,i32:1,i32:16+,i32:1,i32:16+,i32:1"  # as a launch of 4096 or 8192 specializes
 K_MAJOR_B_STRIDES = ",i32:16+,i32:16+,i32:16+,i32:16+,i32:1,i32:1,i32:16+,i32:16+,i32:1"
+SHORT = {"float16": "fp16", "bfloat16": "bf16"}  # torch's dtype names as the rows and signatures spell them
 
 
 def resources(metadata: dict[str, Any]) -> list[Any]:
@@ -140,7 +141,7 @@ def matmul(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
                 a, b = (torch.randn((size, size), device="cuda", dtype=getattr(torch, dtype)) for _ in range(2))
                 ref = torch.matmul(a, b).to(torch.float16)
                 close = lambda c, ref=ref: torch.testing.assert_close(c, ref, rtol=2e-2, atol=0.25)  # noqa: E731
-                ty = "fp16" if dtype == "float16" else "bf16"
+                ty = SHORT[dtype]
                 rows.append(matmul_row(kernels, "matmul_kernel", ty, (a, b, ref), f"*{ty}:16,*{ty}:16,*fp16:16",
                                        config, close, lambda a=a, b=b: torch.matmul(a, b), rounds))
                 grid = (math.ceil(size / config[0]) * math.ceil(size / config[1]),)
@@ -207,7 +208,7 @@ def tma_matmul(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
             for config in MATMUL_CONFIGS[:2] if quick else MATMUL_CONFIGS:
                 bm, bn, bk, warps, stages = config
                 grid = (math.ceil(size / bm), math.ceil(size / bn))
-                ty = "fp16" if dtype == "float16" else "bf16"
+                ty = SHORT[dtype]
                 rows.append([f"{ty} {size}^3 {bm}x{bn}x{bk} w{warps} s{stages}",
                              *_descriptor_matmul_row(kernels, "matmul_tma_kernel", a, b, config, grid,
                                                      1 if quick else ROUNDS)])
@@ -229,7 +230,7 @@ def persistent_matmul(kernels: dict[str, ModuleType], quick: bool) -> list[list[
             bm, bn, bk, warps, stages = config
             grid = (min(sms, math.ceil(size / bm) * math.ceil(size / bn)),)
             for ws in (False, True):
-                ty = "fp16" if dtype == "float16" else "bf16"
+                ty = SHORT[dtype]
                 rows.append([f"{ty} {size}^3 {bm}x{bn}x{bk} w{warps} s{stages}{' ws' if ws else ''}",
                              *_descriptor_matmul_row(kernels, "matmul_tma_persistent_kernel", a, b, config, grid,
                                                      1 if quick else ROUNDS, GROUP_SIZE_M=8, NUM_SMS=sms,

@@ -61,18 +61,19 @@ def _trips(emit: Emitter, lo: Value, hi: Value, step: Value) -> Value:
     return emit.op("maximum", emit.op("floordiv", span, step), emit.const(0, ty))
 
 
-def defined_in(loop: Op) -> set[Value]:
-    """The values defined in `loop`'s body, at any depth."""
+def defined_in(op: Op) -> set[Value]:
+    """The values defined in `op`'s regions (a loop's body), at any depth."""
     found: set[Value] = set()
 
     def block(b: Block) -> None:
         found.update(b.args)
-        for op in b.ops:
-            found.update(op.results)
-            for region in op.regions:
+        for inner in b.ops:
+            found.update(inner.results)
+            for region in inner.regions:
                 block(region)
 
-    block(loop.regions[0])
+    for region in op.regions:
+        block(region)
     return found
 
 

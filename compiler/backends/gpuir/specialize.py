@@ -51,6 +51,7 @@ from dataclasses import dataclass, replace
 
 from ...ir.core import Block, Op, Value
 from ...ir.types import TileType
+from ...passes.flatten import defined_in
 from ...passes.rewrite import feeding
 from .assign import GpuFunction
 from .defer import TAIL
@@ -101,7 +102,7 @@ def _producer(gpu: GpuFunction, loop: Op) -> Producer | str:
     assert path is not None
     if any(op.name != "if" for op, _ in path):
         return "a loop encloses it: the producer runs the loop once, from the kernel's entry"
-    inside = {v for o in loop.walk() for v in o.results} | {a for o in loop.walk() for r in o.regions for a in r.args}
+    inside = defined_in(loop) | set(loop.results)
     roots = [*loop.operands[:3], *(loop.operands[2 + j] for j in plan.carried)]
     roots += [op.operands[0] for op, _ in path]
     for op in plan.ahead:
@@ -133,7 +134,7 @@ def _inputs(gpu: GpuFunction, roots: list[Value]) -> list[Op]:
 
 def _free(op: Op) -> list[Value]:
     """The values the ops inside `op`'s regions read from outside `op`."""
-    inside = {a for o in op.walk() for r in o.regions for a in r.args} | {r for o in op.walk() for r in o.results}
+    inside = defined_in(op)
     return [v for o in op.walk() if o is not op for v in o.operands if v not in inside]
 
 
