@@ -44,6 +44,7 @@ from gpu_dot import (  # noqa: E402
     pointer_persistent_matmul,
     tma_matmul,
 )
+from gpu_energy import ENERGY_HEADER, persistent_energy  # noqa: E402
 from timing import ROUNDS, Cell, safe, side_by_side  # noqa: E402
 
 __all__ = ["FP8_CONFIGS", "INT8_CONFIGS", "MATMUL_CONFIGS", "TF32_CONFIGS", "load_kernels"]  # what the CPU tests trace
@@ -235,6 +236,7 @@ TABLES: list[tuple[str, list[str], Callable[..., list[list[Any]]]]] = [
     ("tma_matmul_TFLOPs", MATMUL_HEADER, tma_matmul),
     ("persistent_matmul_TFLOPs", MATMUL_HEADER, persistent_matmul),
     ("pointer_persistent_matmul_TFLOPs", MATMUL_HEADER, pointer_persistent_matmul),
+    ("persistent_matmul_TFLOP_per_J", ENERGY_HEADER, persistent_energy),
     ("attention_tma_TFLOPs", ["case", *MATMUL_HEADER[1:]], attention_tma),
     ("attention_TFLOPs", ["case", *MATMUL_HEADER[1:]], attention),
     ("compile_time_s", ["what", "despina", "triton"], compile_times),
