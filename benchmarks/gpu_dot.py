@@ -170,15 +170,15 @@ def matmul(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
     return rows
 
 
-def _descriptor_matmul_row(kernels: dict[str, ModuleType], kernel: str, a: Any, b: Any, config: tuple[int, ...],
-                           grid: tuple[int, ...], rounds: int, **consts: Any) -> list[Any]:
-    """The TFLOP/s of `kernel` of each compiler (A, B^T and C through host TensorDescriptors, `consts` its
-    other constexprs) and of torch.matmul(a, b.T), then the `resources` of Despina's kernel and Triton's."""
+def descriptor_cells(kernels: dict[str, ModuleType], kernel: str, a: Any, b: Any, config: tuple[int, ...],
+                     grid: tuple[int, ...], constexprs: dict[str, Any]) -> tuple[list[Cell], tuple[Any, ...]]:
+    """The cells of `kernel` of each compiler (A, B^T and C through host TensorDescriptors, `constexprs` all of
+    its constexprs), each checked against torch.matmul(a, b.T), and of torch.matmul(a, b.T) itself; and the
+    arguments of Despina's launch."""
     import torch
 
     size = a.shape[0]
     bm, bn, bk, warps, stages = config
-    constexprs = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, **consts}
     ref = torch.matmul(a, b.T).to(torch.float16)
     cells: list[Cell] = []
     launched: dict[str, tuple[Any, ...]] = {}
@@ -191,8 +191,18 @@ def _descriptor_matmul_row(kernels: dict[str, ModuleType], kernel: str, a: Any, 
         cells.append((lambda k=k, args=args: k[grid](*args, num_warps=warps, num_stages=stages, **constexprs),
                       lambda out=out: torch.testing.assert_close(out, ref, rtol=2e-2, atol=0.25)))
     cells.append((lambda: torch.matmul(a, b.T), None))
+    return cells, launched["despina"]
+
+
+def _descriptor_matmul_row(kernels: dict[str, ModuleType], kernel: str, a: Any, b: Any, config: tuple[int, ...],
+                           grid: tuple[int, ...], rounds: int, **consts: Any) -> list[Any]:
+    """The TFLOP/s of `descriptor_cells`, then the `resources` of Despina's kernel and Triton's."""
+    size = a.shape[0]
+    bm, bn, bk, warps, stages = config
+    constexprs = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, **consts}
+    cells, launched = descriptor_cells(kernels, kernel, a, b, config, grid, constexprs)
     return [*side_by_side(cells, lambda ms: 2 * size**3 / ms * 1e-9, rounds),
-            *launch_resources(getattr(kernels["despina"], kernel), launched["despina"], constexprs, warps, stages),
+            *launch_resources(getattr(kernels["despina"], kernel), launched, constexprs, warps, stages),
             *triton_resources(cells)]
 
 

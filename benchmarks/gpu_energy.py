@@ -9,13 +9,12 @@ from __future__ import annotations
 import itertools
 import math
 import statistics
-from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from gpu_dot import MATMUL_CONFIGS, SHORT
-from power import Nvml, Sustained, sustained
-from timing import failure, safe
+from gpu_dot import MATMUL_CONFIGS, SHORT, descriptor_cells
+from power import Nvml, sustained
+from timing import first_run, safe
 
 COLUMNS = ("despina", "triton", "torch")
 ENERGY_HEADER = ["config", *(f"{c} TFLOP/J" for c in COLUMNS), *(f"{c} TFLOP/s" for c in COLUMNS),
@@ -36,16 +35,6 @@ def _kernel_name(fn: Any) -> str:
     return names[0] if names else "none"
 
 
-def _checked(run: Callable[[], Any], check: Callable[[], Any]) -> list[Sustained] | str:
-    """Where a column's runs will go, once it has run and been checked; else why it failed."""
-    try:
-        run()
-        check()
-    except Exception as exc:
-        return failure(exc)
-    return []
-
-
 def persistent_energy(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
     import torch
 
@@ -56,27 +45,19 @@ def persistent_energy(kernels: dict[str, ModuleType], quick: bool) -> list[list[
     for dtype, size in itertools.product(("float16",) if quick else ("float16", "bfloat16"),
                                          (4096,) if quick else (4096, 8192)):
         a, b = (torch.randn((size, size), device="cuda", dtype=getattr(torch, dtype)) for _ in range(2))
-        ref = torch.matmul(a, b.T)
-        for bm, bn, bk, warps, stages in CONFIGS[:1] if quick else CONFIGS:
+        for config in CONFIGS[:1] if quick else CONFIGS:
+            bm, bn, bk, warps, stages = config
             consts = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_SIZE_M": 8, "NUM_SMS": sms,
                       "WARP_SPECIALIZE": False}
             grid = (min(sms, math.ceil(size / bm) * math.ceil(size / bn)),)
-            calls = []
-            for name in COLUMNS[:2]:
-                desc, out = kernels[name].TensorDescriptor, torch.empty_like(ref)
-                args = (desc.from_tensor(a, [bm, bk]), desc.from_tensor(b, [bn, bk]), desc.from_tensor(out, [bm, bn]),
-                        size, size, size)
-                k = kernels[name].matmul_tma_persistent_kernel
-                calls.append((lambda k=k, args=args: k[grid](*args, num_warps=warps, num_stages=stages, **consts),
-                              lambda out=out: torch.testing.assert_close(out, ref, rtol=2e-2, atol=0.25)))
-            calls.append((lambda: torch.matmul(a, b.T), lambda: None))
-            runs = [_checked(run, check) for run, check in calls]
+            cells, _ = descriptor_cells(kernels, "matmul_tma_persistent_kernel", a, b, config, grid, consts)
+            runs: list[Any] = [first_run(cell) for cell in cells]
             for _ in range(rounds):
-                for (fn, _), got in zip(calls, runs):
+                for (fn, _), got in zip(cells, runs):
                     if isinstance(got, list):
                         got.append(sustained(nvml, fn, 2.0 * size**3, seconds))
-            cells = [[statistics.mean(getattr(r, field) for r in got) if isinstance(got, list) else got
+            means = [[statistics.mean(getattr(r, field) for r in got) if isinstance(got, list) else got
                       for got in runs] for field in ("tflop_per_j", "tflops", "sm_mhz", "capped")]
-            rows.append([f"{SHORT[dtype]} {size}^3 {bm}x{bn}x{bk} w{warps} s{stages}", *itertools.chain(*cells),
-                         safe(lambda: _kernel_name(calls[-1][0]))])
+            rows.append([f"{SHORT[dtype]} {size}^3 {bm}x{bn}x{bk} w{warps} s{stages}", *itertools.chain(*means),
+                         safe(lambda: _kernel_name(cells[-1][0]))])
     return rows

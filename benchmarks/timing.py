@@ -36,19 +36,23 @@ def safe(fn: Callable[[], Any]) -> Any:
         return failure(exc)
 
 
+def first_run(cell: Cell) -> list[float] | str:
+    """A column's cell run and checked once: an empty list for its timings, or why it failed."""
+    run, check = cell
+    try:
+        run()
+        if check is not None:
+            check()
+    except Exception as exc:
+        return failure(exc)
+    return []
+
+
 def side_by_side(cells: list[Cell], value: Callable[[float], float], rounds: int) -> list[float | str]:
     """One row: each cell run and checked once, then timed in `rounds` alternating rounds (despina,
     triton, torch, despina, ...) so that drift in the GPU's clocks hits every column alike; each
     column's median round, through `value` (ms -> GB/s)."""
-    times: list[list[float] | str] = []
-    for run, check in cells:
-        try:
-            run()
-            if check is not None:
-                check()
-            times.append([])
-        except Exception as exc:
-            times.append(failure(exc))
+    times = [first_run(cell) for cell in cells]
     for _ in range(rounds):
         for (run, _), column in zip(cells, times):
             if isinstance(column, list):

@@ -28,6 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 
 import flash_attention  # noqa: E402
 
+from .hopper import normals
+
 # Kernel objects of their own: a launcher is cached by specialization and context, so the same kernel
 # object launched elsewhere in this process for sm_90a would be found again here.
 matmul = despina.jit(tutorial_matmul.fn)
@@ -233,9 +235,8 @@ def test_tutorial_09_s_pointer_persistent_matmul_on_the_device_s_target(torch_cu
 def test_the_daemon_runs_tutorial_09_s_pointer_persistent_matmul(gpu_device: driver.Device, tmp_path: Path,
                                                                 on_daemon: GrpcDaemon) -> None:  # noqa: F811
     kernel = benchmark_kernels.load(tmp_path).matmul_persistent_kernel
-    rng = np.random.default_rng(9)
     m, n, k = 200, 136, 72
-    a, b = rng.standard_normal((m, k)).astype(np.float16), rng.standard_normal((k, n)).astype(np.float16)
+    a, b = normals(9, (m, k), (k, n))
     c = np.full((m, n), np.nan, np.float16)
     kernel.run_remote[(3,)](a, b, c, m, n, k, k, 1, n, 1, n, 1, BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, GROUP_SIZE_M=2,
                             NUM_SMS=3, num_warps=4, num_stages=3)

@@ -17,6 +17,7 @@ from pointer_tile_kernels import stepped, ws_pointers
 import despina
 from despina.runtime import driver
 
+from .hopper import normals, require_tma
 from .test_dot import TORCH
 from .test_execute import GrpcDaemon, gpu_daemon, on_daemon  # noqa: F401 (fixtures)
 
@@ -111,12 +112,9 @@ def test_a_specialized_pointer_loop_matches_torch(hopper: Any, mnk: tuple[int, i
 
 def test_the_daemon_runs_the_pointer_tile_kernel(gpu_device: driver.Device, on_daemon: GrpcDaemon) -> None:  # noqa: F811
     """The same kernel through `run_remote`: the daemon compiles it and encodes the pointer loads' maps."""
-    if gpu_device.capability != (9, 0):
-        pytest.skip("TMA needs a compute-capability-9.0 device")
-    rng = np.random.default_rng(7)
+    require_tma(gpu_device)
     m, n, k = 256, 128, 200
-    a = rng.standard_normal((m, 1008)).astype(np.float16)
-    b = rng.standard_normal((k, 272)).astype(np.float16)
+    a, b = normals(7, (m, 1008), (k, 272))
     c = np.full((m, n), np.nan, np.float32)
     stepped.run_remote[(2, 1)](a, b, c, m, n, k, 1008, 272, BM=128, BN=256, BK=64, LOWER_A=False, num_warps=8,
                                num_stages=3)

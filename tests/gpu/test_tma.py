@@ -23,6 +23,7 @@ import despina.language as tl
 from despina.runtime import driver
 from despina.tools.tensor_descriptor import TensorDescriptor
 
+from .hopper import normals, require_tma
 from .test_dot import TORCH
 from .test_execute import GrpcDaemon, gpu_daemon, on_daemon  # noqa: F401 (fixtures)
 
@@ -198,12 +199,9 @@ def test_device_descriptors_of_the_arguments(hopper: Any, k: int) -> None:
 
 def test_the_daemon_runs_the_tma_kernel(gpu_device: driver.Device, on_daemon: GrpcDaemon) -> None:  # noqa: F811
     """The same kernel through `run_remote`: the daemon compiles it and encodes the tensor maps for its run."""
-    if gpu_device.capability != (9, 0):
-        pytest.skip("TMA needs a compute-capability-9.0 device")
-    rng = np.random.default_rng(5)
+    require_tma(gpu_device)
     m, n, k = 256, 128, 192
-    a = rng.standard_normal((m, k)).astype(np.float16)
-    b = rng.standard_normal((k, n)).astype(np.float16)
+    a, b = normals(5, (m, k), (k, n))
     c = np.full((m, n), np.nan, np.float32)
     device_desc_matmul.run_remote[(2, 1)](a, b, c, m, n, k, BM=128, BN=128, BK=64, num_warps=8, num_stages=3)
     np.testing.assert_allclose(c, a.astype(np.float32) @ b.astype(np.float32), rtol=1e-2, atol=1e-1)

@@ -19,6 +19,7 @@ from pointer_tile_kernels import clamped, flat_wraps, grouped, shifted, ws_point
 import despina
 from despina.runtime import driver
 
+from .hopper import normals, require_tma
 from .test_execute import GrpcDaemon, gpu_daemon, on_daemon  # noqa: F401 (fixtures)
 from .test_pointer_tiles import _compiled, _operand, hopper  # noqa: F401 (fixture)
 
@@ -149,12 +150,9 @@ def test_rows_before_the_matrix_run_the_loop_as_written(hopper: Any) -> None:  #
 def test_the_daemon_runs_the_versioned_kernels(gpu_device: driver.Device, on_daemon: GrpcDaemon,  # noqa: F811
                                                tmp_path: Path, name: str) -> None:
     """Tutorial 03 as shipped, and tutorial 09's persistent pointer kernel, through `run_remote`."""
-    if gpu_device.capability != (9, 0):
-        pytest.skip("TMA needs a compute-capability-9.0 device")
-    rng = np.random.default_rng(8)
+    require_tma(gpu_device)
     m, n, k = 200, 272, 192
-    a = rng.standard_normal((m, k)).astype(np.float16)
-    b = rng.standard_normal((k, n)).astype(np.float16)
+    a, b = normals(8, (m, k), (k, n))
     c = np.full((m, n), np.nan, np.float16)
     kernel = getattr(benchmark_kernels.load(tmp_path), name)
     tiles = despina.cdiv(m, 128) * despina.cdiv(n, 128)
