@@ -9,11 +9,25 @@ import despina.language as tl
 
 
 @despina.jit
+def below(x, bound, HOW: tl.constexpr):
+    """`x < bound` of integers, written as HOW says: `x < bound`, `x <= bound - 1`, `bound > x`, `bound - 1 >= x`."""
+    mask = x < bound
+    if HOW == "<=":
+        mask = x <= bound - 1
+    if HOW == ">":
+        mask = bound > x
+    if HOW == ">=":
+        mask = bound - 1 >= x
+    return mask
+
+
+@despina.jit
 def stepped(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-            LOWER_A: tl.constexpr = False):
+            LOWER_A: tl.constexpr = False, HOW: tl.constexpr = "<"):
     """Pointers stepped by BLOCK_K in a loop by BLOCK_K, masked on every dimension (A's rows by M and columns by
-    K, B's rows by K and columns by N); with LOWER_A, A's mask also says `rows >= 0` (always so, but no tile's
-    bound: A stays a pointer load, which cp.async copies where K is a multiple of 16, while TMA copies B)."""
+    K, B's rows by K and columns by N; each bound written as HOW says, `below`); with LOWER_A, A's mask also says
+    `rows >= 0` (always so, but no tile's bound: A stays a pointer load, which cp.async copies where K is a multiple
+    of 16, while TMA copies B)."""
     rm = tl.program_id(0) * BM + tl.arange(0, BM)
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
     rk = tl.arange(0, BK)
@@ -21,11 +35,11 @@ def stepped(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, BM: tl.constexpr
     b_ptrs = b_ptr + rk[:, None] * stride_bk + rn[None, :]
     acc = tl.zeros((BM, BN), tl.float32)
     for k in range(0, K, BK):
-        a_mask = (rm[:, None] < M) & (rk[None, :] < K - k)
+        a_mask = below(rm[:, None], M, HOW) & below(rk[None, :], K - k, HOW)
         if LOWER_A:
             a_mask = a_mask & (rm[:, None] >= 0)
         a = tl.load(a_ptrs, mask=a_mask, other=0.0)
-        b = tl.load(b_ptrs, mask=(k + rk[:, None] < K) & (rn[None, :] < N), other=0.0)
+        b = tl.load(b_ptrs, mask=below(k + rk[:, None], K, HOW) & below(rn[None, :], N, HOW), other=0.0)
         acc = tl.dot(a, b, acc)
         a_ptrs += BK
         b_ptrs += BK * stride_bk

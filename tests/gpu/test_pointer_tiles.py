@@ -95,6 +95,21 @@ def test_masked_stepped_loads_match_torch(hopper: Any, mnk: tuple[int, int, int]
     assert ("1 loads by cp.async and 1 loads by TMA" in gpuir) == (lower_a and k % 16 == 0)
 
 
+@pytest.mark.parametrize("how", ["<=", ">", ">="])
+def test_bounds_written_other_ways_round_match_torch(hopper: Any, how: str) -> None:
+    """`x <= M - 1`, `M > x`, `M - 1 >= x` (pointer_tile_kernels.below): the maps' extents are M, N and K as for
+    `x < M`, so that TMA fills exactly what the masks exclude."""
+    torch = hopper
+    m, n, k = 200, 136, 208
+    a, b = _operand(torch, "fp16", m, 1008, 15)[:, :k], _operand(torch, "fp16", k, 272, 16)[:, :n]
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float32)
+    args = (a, b, c, m, n, k, 1008, 272)
+    consts = {"BM": 128, "BN": 256, "BK": 64, "HOW": how}
+    stepped[(despina.cdiv(m, 128), despina.cdiv(n, 256))](*args, **consts, num_warps=8, num_stages=3)
+    torch.testing.assert_close(c.double(), a.double() @ b.double(), rtol=1e-2, atol=1e-2 * k**0.5)
+    assert _compiled(stepped, args, consts, 8, 3).asm["gpuir"].count('origin = "pointers"') == 2
+
+
 @pytest.mark.parametrize(("mnk", "stages"), [((256, 256, 512), 3), ((128, 256, 208), 4), ((256, 128, 64), 2)])
 def test_a_specialized_pointer_loop_matches_torch(hopper: Any, mnk: tuple[int, int, int], stages: int) -> None:
     torch = hopper

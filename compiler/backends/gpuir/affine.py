@@ -273,7 +273,7 @@ class Tiles:
                 return None
             pred = owner.attrs["pred"]
             diff = fx - fy if pred in ("lt", "le") else fy - fx
-            return [diff + uniform(Poly.const(1))] if pred in ("le", "ge") else [diff]
+            return [diff - uniform(Poly.const(1))] if pred in ("le", "ge") else [diff]  # integers: a <= b is a - b - 1 < 0
         return self._view(mask, dims, self.bounds)
 
     def nonnegative(self, p: Poly) -> bool:

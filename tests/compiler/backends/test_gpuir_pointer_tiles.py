@@ -68,9 +68,12 @@ def test_a_k_major_b_is_loaded_as_its_transpose() -> None:
 STEPPED_SIG = "*fp16:16,*fp16:16,*fp32:16,i32,i32,i32,i32:16+,i32:16+"
 
 
-def test_masks_bound_the_map_and_a_loop_by_block_k_steps_it() -> None:
-    k = despina.compile(stepped, STEPPED_SIG, {"BM": 128, "BN": 128, "BK": 64}, num_warps=8, num_stages=3,
-                        target="sm_90a")
+@pytest.mark.parametrize("how", ["<", "<=", ">", ">="])
+def test_masks_bound_the_map_and_a_loop_by_block_k_steps_it(how: str) -> None:
+    """Each bound written four ways (`x < M`, `x <= M - 1`, `M > x`, `M - 1 >= x`), the same maps: a `<=` read as
+    `x - M + 2 < 0` had made the extents M - 2 (no parameter, so no tile)."""
+    k = despina.compile(stepped, STEPPED_SIG, {"BM": 128, "BN": 128, "BK": 64, "HOW": how}, num_warps=8,
+                        num_stages=3, target="sm_90a")
     assert _pipeline(k).startswith("3 stages, 2 loads by TMA")
     a, b = k.metadata["tensor_maps"]
     assert a["shape"] == [{"arg": 3}, {"arg": 5}] and b["shape"] == [{"arg": 5}, {"arg": 4}]  # [M, K], [K, N]
