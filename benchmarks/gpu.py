@@ -42,6 +42,7 @@ from gpu_dot import (  # noqa: E402
     matmul,
     persistent_matmul,
     pointer_persistent_matmul,
+    ragged_matmul,
     tma_matmul,
 )
 from gpu_energy import ENERGY_HEADER, persistent_energy  # noqa: E402
@@ -236,6 +237,7 @@ TABLES: list[tuple[str, list[str], Callable[..., list[list[Any]]]]] = [
     ("tma_matmul_TFLOPs", MATMUL_HEADER, tma_matmul),
     ("persistent_matmul_TFLOPs", MATMUL_HEADER, persistent_matmul),
     ("pointer_persistent_matmul_TFLOPs", MATMUL_HEADER, pointer_persistent_matmul),
+    ("ragged_matmul_TFLOPs", MATMUL_HEADER, ragged_matmul),
     ("persistent_matmul_TFLOP_per_J", ENERGY_HEADER, persistent_energy),
     ("attention_tma_TFLOPs", ["case", *MATMUL_HEADER[1:]], attention_tma),
     ("attention_TFLOPs", ["case", *MATMUL_HEADER[1:]], attention),

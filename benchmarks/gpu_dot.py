@@ -98,27 +98,28 @@ def triton_resources(cells: list[Cell]) -> list[Any]:
 def matmul_row(kernels: dict[str, ModuleType], kernel: str, label: str, inputs: tuple[Any, Any, Any],
                signature: str, config: tuple[int, int, int, int, int], check: Any, reference: Any,
                rounds: int, grid: tuple[int, ...] | None = None, **consts: Any) -> list[Any]:
-    """One row of the matmul table: `kernel` of benchmarks/kernels.py on square `inputs` (a, b, and a
-    tensor like the output), checked by `check(out)`, beside `reference()` (PyTorch's); a program per
+    """One row of the matmul table: `kernel` of benchmarks/kernels.py on `inputs` (a [M, K], b [K, N], and a
+    tensor like the output, row-major), checked by `check(out)`, beside `reference()` (PyTorch's); a program per
     output tile unless `grid` says otherwise, `consts` the kernel's other constexprs."""
     import torch
 
     a, b, like = inputs
-    size = a.shape[0]
+    (m, k), n = a.shape, b.shape[1]
     k_major = b.stride(0) == 1
     bm, bn, bk, warps, stages = config
-    grid = grid or (math.ceil(size / bm), math.ceil(size / bn))
+    grid = grid or (math.ceil(m / bm), math.ceil(n / bn))
     constexprs = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, **consts}
     cells: list[Cell] = []
     for name in ("despina", "triton"):
         out = torch.empty_like(like)
-        k = getattr(kernels[name], kernel)
-        cells.append((lambda k=k, out=out: k[grid](a, b, out, size, size, size, size, 1, *b.stride(), size, 1,
-                                                  num_warps=warps, num_stages=stages, **constexprs),
+        kern = getattr(kernels[name], kernel)
+        cells.append((lambda kern=kern, out=out: kern[grid](a, b, out, m, n, k, *a.stride(), *b.stride(), *out.stride(),
+                                                           num_warps=warps, num_stages=stages, **constexprs),
                       lambda out=out: check(out)))
     cells.append((reference, None))
-    times = side_by_side(cells, lambda ms: 2 * size**3 / ms * 1e-9, rounds)
-    return [f"{label} {size}^3 {bm}x{bn}x{bk} w{warps} s{stages}", *times,
+    times = side_by_side(cells, lambda ms: 2 * m * n * k / ms * 1e-9, rounds)
+    shape = f"{m}^3" if m == n == k else f"{m}x{n}x{k}"
+    return [f"{label} {shape} {bm}x{bn}x{bk} w{warps} s{stages}", *times,
             *despina_resources(getattr(kernels["despina"], kernel), signature + (K_MAJOR_B_STRIDES if k_major else STRIDES),
                                constexprs, warps, stages),
             *triton_resources(cells)]
@@ -268,6 +269,34 @@ def pointer_persistent_matmul(kernels: dict[str, ModuleType], quick: bool) -> li
                 rows.append(matmul_row(kernels, "matmul_persistent_kernel", f"fp16{' ws' if ws else ''}", (a, b, ref),
                                        "*fp16:16,*fp16:16,*fp16:16", config, close, lambda a=a, b=b: torch.matmul(a, b),
                                        1 if quick else ROUNDS, grid, GROUP_SIZE_M=8, NUM_SMS=sms, WARP_SPECIALIZE=ws))
+    return rows
+
+
+RAGGED_SHAPES = [(8000, 8192, 8192), (8192, 8000, 8192), (8000, 8000, 8000)]  # M, N, both not multiples of 128
+
+
+def ragged_matmul(kernels: dict[str, ModuleType], quick: bool) -> list[list[Any]]:
+    """Tutorial 03 as Triton ships it (`grouped`: rows and columns that wrap, `% M`) and tutorial 09's persistent
+    pointer kernel (`tl.where(offs < M, offs, 0)`), fp16, TFLOP/s, beside torch.matmul, on shapes whose last row
+    or column of tiles lies partly past the matrix; Despina's TMA version takes those tiles too where only masked
+    stores read their rows past the edge (gpuir/masked_rows.py)."""
+    import torch
+
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    rows = []
+    for m, n, k in RAGGED_SHAPES[:1] if quick else RAGGED_SHAPES:
+        a = torch.randn((m, k), device="cuda", dtype=torch.float16)
+        b = torch.randn((k, n), device="cuda", dtype=torch.float16)
+        ref = torch.matmul(a, b)
+        close = lambda c, ref=ref: torch.testing.assert_close(c, ref, rtol=2e-2, atol=0.25)  # noqa: E731
+        for config in MATMUL_CONFIGS[1:3]:
+            tiles = math.ceil(m / config[0]) * math.ceil(n / config[1])
+            for kernel, label, grid, consts in (
+                    ("matmul_grouped_kernel", "fp16 grouped", (tiles,), {"GROUP_M": 8}),
+                    ("matmul_persistent_kernel", "fp16 persistent", (min(sms, tiles),),
+                     {"GROUP_SIZE_M": 8, "NUM_SMS": sms, "WARP_SPECIALIZE": False})):
+                rows.append(matmul_row(kernels, kernel, label, (a, b, ref), "*fp16:16,*fp16:16,*fp16:16", config, close,
+                                       lambda a=a, b=b: torch.matmul(a, b), 1 if quick else ROUNDS, grid, **consts))
     return rows
 
 
