@@ -1,7 +1,9 @@
 """Loops whose rows wrap or may start below 0, versioned for TMA (gpuir/wrap_versions.py), on a
 compute-capability-9.0 device against torch: tutorial 03 as Triton ships it (grouped, `% M`) on shapes whose edge
-programs wrap and take the loop as written, and on shapes where none does; tutorial 09's `tl.where` through its
-hints; tutorial 09's persistent pointer kernel, versioned whole; rows that wrap before a nest to flatten; a
+programs wrap, which take the version too, their rows past M and N read as zeros (gpuir/masked_rows.py: only the
+masked store reads them), on shapes where none does, and on fewer rows than a tile; tutorial 09's `tl.where`
+through its hints; tutorial 09's persistent pointer kernel, versioned whole; rows that wrap before a nest to
+flatten, which the store keeps (the last row of programs runs the nest as written); a
 warp-specialized loop whose version alone has the producer, on a grid with rows of programs past the matrix; a
 grouped ordering without wraps; rows shifted before the matrix, whose first program must take the loop as written;
 each checked to have kept its version; and tutorial 03 and the persistent kernel through the daemon."""
@@ -26,6 +28,7 @@ from .test_pointer_tiles import _compiled, _operand, hopper  # noqa: F401 (fixtu
 # (M, N, K), (BM, BN, BK), warps, stages: every row stride a multiple of 16 elements, as TMA needs
 GROUPED = [
     ((1000, 784, 576), (128, 128, 64), 8, 3),  # the last row and column of programs wrap
+    ((56, 272, 192), (128, 128, 64), 8, 3),  # fewer rows than a tile: every program's rows end past M
     ((384, 512, 256), (128, 256, 64), 8, 3),  # none wraps
     ((520, 400, 208), (128, 128, 64), 8, 4),  # K ragged too
 ]
@@ -57,8 +60,9 @@ def test_tutorial_03_as_shipped_matches_torch(hopper: Any, tmp_path: Path, dtype
 @pytest.mark.parametrize("mnk", [(1000, 784, 576), (1024, 768, 512)], ids=["edges-wrap", "none-wraps"])
 def test_tutorial_09_s_persistent_pointer_kernel_matches_torch(hopper: Any, tmp_path: Path, mnk: tuple[int, int, int],  # noqa: F811
                                                                tiles: tuple[int, int, int, int], ws: bool) -> None:
-    """The nest versioned whole: on the ragged shape the programs with an edge tile run it as written, the
-    others (all, on the other shape) on TMA; warp-specialized, that version with a producer warp."""
+    """The nest versioned whole: every program runs the version on TMA, on the ragged shape its edge tiles' rows
+    and columns past M and N read as zeros (the store drops them); warp-specialized, that version with a producer
+    warp."""
     torch = hopper
     (m, n, k), (bm, bn, bk, stages) = mnk, tiles
     kernel = benchmark_kernels.load(tmp_path).matmul_persistent_kernel

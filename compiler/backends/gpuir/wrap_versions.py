@@ -26,6 +26,12 @@ allocated over the same bytes (`smem_alloc`: an `if` lowers both branches from t
 computed as int32 arithmetic, which is exact modulo 2^32, so where it lands in [0, M - B] every element of
 x is c + i exactly.
 
+Where no store keeps what the loop's loads read at rows past M (`masked_rows.py`: the store's mask drops them,
+as tutorials 03 and 09 store), the rows past M need not be the rows the wrap names: that wrap's condition is
+`0 <= c < M <= 2^31 - B` (c + i exact), and the version's loads read `maximum(c, 0) + tl.arange(0, B)` masked
+`< M`, which `pointer_tiles` makes the map's extent: TMA fills zeros past M, and the programs at the matrix's edge
+take the version too.
+
 A persistent nest (`tl.range(..., flatten=True)`, tutorial 09's pointer kernel) computes each tile's rows
 inside its outer loop, from the tile's index. It is versioned whole, before `flatten` makes one loop of it:
 a loop of scalar arithmetic before the nest evaluates the guard for every tile the program takes (its
@@ -44,6 +50,7 @@ from ...passes.flatten import ATTR as FLATTEN
 from ...passes.flatten import defined_in, why_not
 from ...passes.rewrite import Emitter, clone_op, feeding, has_side_effects, replace_all_uses, users
 from .affine import Poly, Tiles
+from .masked_rows import masked_loads
 from .pointer_tiles import emit_poly
 from .tma import feeds_wgmma
 
@@ -119,7 +126,7 @@ def version_wraps(fn: Function, attrs: dict[str, Any], num_warps: int) -> list[t
                                              for o in loop.regions[0].walk())
             wraps = _wraps(tiles, block, loop) if fed else {}
             if wraps:
-                made.append((block, _version(fn, tiles, block, loop, wraps)))
+                made.append((block, _version(fn, tiles, block, loop, wraps, _masked(fn, tiles, block, wraps, loop))))
                 continue
             if fed and loop.attrs.get(FLATTEN) and why_not(loop) is None:  # a nest to flatten: versioned whole
                 version = _version_nest(fn, tiles, block, loop)
@@ -134,6 +141,19 @@ def version_wraps(fn: Function, attrs: dict[str, Any], num_warps: int) -> list[t
 
 
 Guarded = dict[Op, tuple[Poly, Poly | None, list[Op]]]  # an op `_guarded` takes -> its (c, M) and `_slice`
+Masked = dict[Op, dict[Op, int]]  # a wrap whose rows past M only masked stores read -> the loads it reaches, along
+
+
+def _masked(fn: Function, tiles: Tiles, block: Block, wraps: Guarded, loop: Op) -> Masked:
+    """The wraps of `wraps` (in `block`) whose rows past M no store keeps (`masked_rows.masked_loads`), with
+    their loads, all of them in `loop`, whose copy reads the rows unwrapped."""
+    inside = set(loop.walk())
+    found: Masked = {}
+    for op, (c, m, _) in wraps.items():
+        loads = masked_loads(fn, tiles, block, op, c, m) if m is not None and _wrapped(op) else None
+        if loads is not None and inside.issuperset(loads):
+            found[op] = loads
+    return found
 
 
 def _wraps(tiles: Tiles, block: Block, loop: Op) -> Guarded:
@@ -160,8 +180,10 @@ def _emit(emit: Emitter, tiles: Tiles, p: Poly, mapping: dict[Value, Value]) -> 
     return mapping.get(value, value)
 
 
-def _fits(emit: Emitter, tiles: Tiles, wraps: Guarded, mapping: dict[Value, Value]) -> tuple[Value, list[Value]]:
-    """The guard (module docstring) of `wraps`, their leaves through `mapping`, and each wrap's start c."""
+def _fits(emit: Emitter, tiles: Tiles, wraps: Guarded, mapping: dict[Value, Value],
+          masked: Masked) -> tuple[Value, list[Value]]:
+    """The guard (module docstring) of `wraps`, their leaves through `mapping`, and each wrap's start c; for
+    the `masked`, `0 <= c < M <= 2^31 - B` (its rows past M read as the mask says, c + i exact)."""
     zero = emit.const(0, int32)
     cond: Value | None = None
     starts = []
@@ -169,9 +191,13 @@ def _fits(emit: Emitter, tiles: Tiles, wraps: Guarded, mapping: dict[Value, Valu
         start = _emit(emit, tiles, c, mapping)
         fits = emit.op("cmp", start, zero, pred="ge")
         if m is not None:
-            bound, size = _emit(emit, tiles, m, mapping), emit.const(shape_of(op.result.type)[0], int32)
+            bound, size = _emit(emit, tiles, m, mapping), shape_of(op.result.type)[0]
             fits = emit.op("and", fits, emit.op("cmp", start, bound, pred="lt"))
-            fits = emit.op("and", fits, emit.op("cmp", emit.op("sub", bound, start), size, pred="ge"))
+            if op in masked:
+                fits = emit.op("and", fits, emit.op("cmp", bound, emit.const(2**31 - size, int32), pred="le"))
+            else:
+                fits = emit.op("and", fits, emit.op("cmp", emit.op("sub", bound, start), emit.const(size, int32),
+                                                    pred="ge"))
         cond = fits if cond is None else emit.op("and", cond, fits)
         starts.append(start)
     assert cond is not None
@@ -183,6 +209,22 @@ def _unwrapped(emit: Emitter, op: Op, start: Value) -> Value:
     shape = list(shape_of(op.result.type))
     first = emit.op("splat", emit.op("maximum", start, emit.const(0, int32)), shape=shape)
     return emit.op("add", first, emit.op("arange", start=0, end=shape[0]))
+
+
+def _mask_rows(root: Op, load: Op, rows: Value, bound: Value, dim: int) -> None:
+    """Mask the load `load` (inside `root`) to `rows < bound` along its dimension `dim`, `rows` the 1-D block its
+    pointers take along it: the rows past a masked wrap's M are read as the mask says (zeros for TMA)."""
+    block = next(b for op in [root, *root.walk()] for b in op.regions if load in b.ops)
+    ops: list[Op] = []
+    emit = Emitter(ops, load.loc)
+    shape = list(shape_of(load.result.type))
+    below = emit.op("cmp", rows, emit.op("splat", bound, shape=[shape[dim]]), pred="lt")
+    mask = emit.op("broadcast", emit.op("expand_dims", below, axis=1 - dim), shape=shape)
+    if len(load.operands) > 1:
+        mask = emit.op("and", load.operands[1], mask)
+    load.operands = [load.operands[0], mask, *load.operands[2:]]
+    at = block.ops.index(load)
+    block.ops[at:at] = ops
 
 
 def _versioned(fn: Function, block: Block, loop: Op, guard: list[Op], cond: Value, then: list[Op], copy: Op) -> Op:
@@ -197,16 +239,22 @@ def _versioned(fn: Function, block: Block, loop: Op, guard: list[Op], cond: Valu
     return version
 
 
-def _version(fn: Function, tiles: Tiles, block: Block, loop: Op, wraps: Guarded) -> Op:
+def _version(fn: Function, tiles: Tiles, block: Block, loop: Op, wraps: Guarded, masked: Masked) -> Op:
     """Replace `loop` in `block` by `if (no wrap) {loop, unwrapped} else {loop}`; the `if`."""
     guard: list[Op] = []
-    cond, starts = _fits(Emitter(guard, loop.loc), tiles, wraps, {})
+    cond, starts = _fits(Emitter(guard, loop.loc), tiles, wraps, {}, masked)
     then: list[Op] = []
     inner = Emitter(then, loop.loc)
     mapping = {op.result: _unwrapped(inner, op, start) for op, start in zip(wraps, starts)}
+    bounds = {op: _emit(inner, tiles, wraps[op][1] or Poly(), mapping) for op in masked}
     sliced = {o for _, _, ops in wraps.values() for o in ops}  # the slices' union: the forward slice of them all
     then.extend(clone_op(o, mapping) for o in block.ops if o in sliced)
-    return _versioned(fn, block, loop, guard, cond, then, clone_op(loop, mapping))
+    rows = {op: mapping[op.result] for op in masked}
+    copy = clone_op(loop, mapping)
+    for op, loads in masked.items():
+        for load, dim in loads.items():
+            _mask_rows(copy, mapping[load.result].owner, rows[op], bounds[op], dim)  # type: ignore[arg-type]
+    return _versioned(fn, block, loop, guard, cond, then, copy)
 
 
 def _version_nest(fn: Function, tiles: Tiles, block: Block, loop: Op) -> Op | None:
@@ -226,25 +274,26 @@ def _version_nest(fn: Function, tiles: Tiles, block: Block, loop: Op) -> Op | No
     if not wraps or any(v in inside and v not in made for v in leaves) or any(
             v in body.args[1:] for op in computing for v in op.operands):
         return None
+    masked = _masked(fn, tiles, body, wraps, inner)
     guard: list[Op] = []
-    every = _every_tile(Emitter(guard, loop.loc), tiles, loop, wraps, computing)
-    return _versioned(fn, block, loop, guard, every, [], _rows_inside(tiles, loop, inner, wraps))
+    every = _every_tile(Emitter(guard, loop.loc), tiles, loop, wraps, computing, masked)
+    return _versioned(fn, block, loop, guard, every, [], _rows_inside(tiles, loop, inner, wraps, masked))
 
 
-def _every_tile(emit: Emitter, tiles: Tiles, loop: Op, wraps: Guarded, computing: list[Op]) -> Value:
+def _every_tile(emit: Emitter, tiles: Tiles, loop: Op, wraps: Guarded, computing: list[Op], masked: Masked) -> Value:
     """Whether the guard of `wraps` holds at every iteration of `loop`: a loop over its range of `computing` (the
     ops of its body that the starts and bounds read) and the guard."""
     iv = loop.regions[0].args[0]
     scan = Block([iv.type, int1], ["t", "unwrapped"])
     smap: dict[Value, Value] = {iv: scan.args[0]}
     scan.ops += [clone_op(op, smap) for op in computing]
-    fits, _ = _fits(Emitter(scan.ops, loop.loc), tiles, wraps, smap)
+    fits, _ = _fits(Emitter(scan.ops, loop.loc), tiles, wraps, smap, masked)
     scan.ops.append(Op("yield", [Emitter(scan.ops, loop.loc).op("and", scan.args[1], fits)], [], {}, (), loop.loc))
     emit.ops.append(Op("for", [*loop.operands[:3], emit.const(True, int1)], [int1], {}, [scan], loop.loc))
     return emit.ops[-1].result
 
 
-def _rows_inside(tiles: Tiles, loop: Op, inner: Op, wraps: Guarded) -> Op:
+def _rows_inside(tiles: Tiles, loop: Op, inner: Op, wraps: Guarded, masked: Masked) -> Op:
     """A copy of the nest `loop` whose inner loop computes the rows of `wraps` itself, unwrapped, from each start
     c computed before it: a flattened loop carries c, a scalar, which `pointer_tiles` sees through
     (`affine.Tiles`), where it would carry the block of rows."""
@@ -257,16 +306,22 @@ def _rows_inside(tiles: Tiles, loop: Op, inner: Op, wraps: Guarded) -> Op:
     starts = [_emit(Emitter(firsts, loop.loc), tiles, c, cmap) for c, _, _ in wraps.values()]
     cbody.ops[at:at] = firsts
     rows: list[Op] = []
+    emit = Emitter(rows, loop.loc)
     rmap = dict(cmap)
     for op, start in zip(wraps, starts):
-        rmap[op.result] = _unwrapped(Emitter(rows, loop.loc), op, start)
+        rmap[op.result] = _unwrapped(emit, op, start)
+    bounds = {op: _emit(emit, tiles, wraps[op][1] or Poly(), cmap) for op in masked}
     sliced = {o for _, _, ops in wraps.values() for o in ops}
     rows.extend(clone_op(o, rmap) for o in body.ops[:at] if o in sliced)
-    ibody = cbody.ops[at + len(firsts)].regions[0]
+    cinner = cbody.ops[at + len(firsts)]
+    ibody = cinner.regions[0]
     subst = {cmap[v]: rmap[v] for v in [*(op.result for op in wraps), *(r for o in sliced for r in o.results)]}
     for op in ibody.walk():
         op.operands = [subst.get(v, v) for v in op.operands]
     ibody.ops[:0] = rows
+    for op, loads in masked.items():
+        for load, dim in loads.items():
+            _mask_rows(cinner, cmap[load.result].owner, rmap[op.result], bounds[op], dim)  # type: ignore[arg-type]
     return copy
 
 

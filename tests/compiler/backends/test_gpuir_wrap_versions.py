@@ -1,9 +1,12 @@
 """Loops whose rows wrap (`% M`, `tl.where(rm < M, rm, 0)`) versioned for the programs whose rows do not
-(gpuir/wrap_versions.py): tutorial 03 as Triton ships it gets a TMA loop beside its loop as written, sharing its
-shared memory; the versioned kernel computes what the kernel as written does, in the interpreter, on ragged
-shapes whose last programs wrap and a grid with programs wholly past the matrix; tutorial 09's `tl.where`
-through its hints; a warp-specialized loop, whose version alone gets the producer; and the versions dropped
-where TMA would take nothing more (strides not specialized positive, stages too small, sm_90)."""
+(gpuir/wrap_versions.py), or, where only masked stores read rows past M (gpuir/masked_rows.py), for every program
+whose rows start in [0, M), those rows masked: tutorial 03 as Triton ships it gets a TMA loop beside its loop as
+written, sharing its shared memory, its maps bounded by M and N; the versioned kernel computes what the kernel as
+written does, in the interpreter, on ragged shapes whose last programs wrap and a grid with programs wholly past
+the matrix; what refuses the masks (rows shifted, unmasked, bounded by another value, summed, read by a mask, a
+count of tiles that is not the tile); tutorial 09's `tl.where` through its hints; a warp-specialized loop, whose
+version alone gets the producer; and the versions dropped where TMA would take nothing more (strides not
+specialized positive, stages too small, sm_90)."""
 
 from __future__ import annotations
 
@@ -49,6 +52,9 @@ def test_tutorial_03_as_shipped_gets_a_tma_loop_for_the_programs_whose_rows_do_n
     tma, written = _pipelines(k)
     assert tma.startswith("3 stages, 2 loads by TMA") and written.startswith("3 stages, 2 loads by cp.async")
     assert gpuir.count('origin = "pointers"') == 2 and len(k.metadata["tensor_maps"]) == 2
+    # Only masked stores read rows and columns past M and N: the version's maps end there (TMA fills zeros).
+    a, b = k.metadata["tensor_maps"]
+    assert a["shape"] == [{"arg": 3}, {"arg": 5}] and b["shape"] == [{"arg": 5}, {"arg": 4}]
     # The version's starts: `maximum(c, 0)`, what proves them non-negative, of the rows the guard checked.
     assert len(re.findall(r"= maximum\(%\d+, %\d+\) : int32", gpuir)) == 2
     assert "cp.async.bulk.tensor.2d" in ptx and "cp.async.cg" in ptx
@@ -112,6 +118,84 @@ def test_rows_that_may_start_below_0_are_versioned_on_their_start_alone() -> Non
     assert guard.count('{pred = "ge"}') == 2 and '{pred = "lt"}' not in guard[guard.index("= floordiv("):]
     tma, written = _pipelines(k)
     assert tma.startswith("3 stages, 2 loads by TMA") and written.startswith("3 stages, 2 loads by cp.async")
+
+
+@despina.jit
+def edge_reads(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, HOW: tl.constexpr):
+    """Tutorial 03's rows and columns that wrap (`% M`, `% N`), C stored through rows and columns computed again and
+    masked by M and N, or as HOW says otherwise."""
+    rm = (tl.program_id(0) * BM + tl.arange(0, BM)) % M
+    rn = (tl.program_id(1) * BN + tl.arange(0, BN)) % N
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in range(0, K, BK):
+        a_mask = (k + rk)[None, :] < K
+        if HOW == "rows read by a mask":
+            a_mask = a_mask & (rm[:, None] < M)
+        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :], mask=a_mask, other=0.0)
+        b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :], mask=(k + rk)[:, None] < K, other=0.0)
+        acc = tl.dot(a, b, acc)
+    cm, cn = tl.program_id(0) * BM + tl.arange(0, BM), tl.program_id(1) * BN + tl.arange(0, BN)
+    rows = cm[:, None] < M
+    if HOW == "rows <=":
+        rows = cm[:, None] <= M - 1
+    if HOW == "rows shifted":
+        rows = (cm + 1)[:, None] < M
+    if HOW == "rows bounded by K":
+        rows = cm[:, None] < K
+    if HOW == "rows unmasked":
+        rows = cn[None, :] >= 0
+    if HOW == "summed over rows":
+        acc = tl.broadcast_to(tl.sum(acc, axis=0)[None, :], (BM, BN))
+    tl.store(c_ptr + cm[:, None] * N + cn[None, :], acc, mask=rows & (cn[None, :] < N))
+
+
+EDGE_SIG = "*fp16:16,*fp16:16,*fp32:16,i32,i32:16+,i32:16+"
+UNBOUNDED = {"value": 2**31 - 1}
+
+
+@pytest.mark.parametrize(("how", "rows", "columns"), [
+    ("as written", True, True), ("rows <=", True, True), ("rows shifted", False, True),
+    ("rows bounded by K", False, True), ("rows unmasked", False, True), ("rows read by a mask", False, True),
+    ("summed over rows", False, False)])
+def test_rows_past_m_are_read_masked_only_where_no_store_keeps_them(how: str, rows: bool, columns: bool) -> None:
+    """Where the store's mask drops every row past M (`c + i < M`, c the same start), the version reads A's rows
+    masked, its map ending at M, and the guard does not ask `M - c >= BM`; elsewhere the rows must not wrap. Likewise
+    B's columns and N; a reduction over the rows refuses both (no element of its result is a column's alone)."""
+    k = despina.compile(edge_reads, EDGE_SIG, {"BM": 128, "BN": 256, "BK": 64, "HOW": how}, num_warps=8,
+                        num_stages=3, target="sm_90a")
+    a, b = k.metadata["tensor_maps"]
+    gpuir = k.asm["gpuir"]
+    assert gpuir[: gpuir.index("= if(")].count("= sub(") == 2 - rows - columns, how  # M - c >= B, for each that must
+    assert a["shape"][0] == ({"arg": 3} if rows or how == "rows read by a mask" else UNBOUNDED), how
+    assert b["shape"] == [{"arg": 5}, {"arg": 4} if columns else UNBOUNDED], how
+
+
+@despina.jit
+def counted(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+            NUM_SMS: tl.constexpr, FROM: tl.constexpr):
+    """A persistent loop whose store's rows come from a count of tiles it carries, FROM steps before the loop's first
+    tile and stepped before it is read: from 1 step before, the count is the loop's tile."""
+    num_n = tl.cdiv(N, BN)
+    count = tl.program_id(0) - FROM * NUM_SMS
+    for tile in tl.range(tl.program_id(0), tl.cdiv(M, BM) * num_n, NUM_SMS, flatten=True):
+        rm = (tile // num_n) * BM + tl.arange(0, BM)
+        rn = (tile % num_n) * BN + tl.arange(0, BN)
+        acc = k_loop(a_ptr, b_ptr, tl.where(rm < M, rm, 0), tl.where(rn < N, rn, 0), N, K, BM, BN, BK)
+        count += NUM_SMS
+        cm = (count // num_n) * BM + tl.arange(0, BM)
+        tl.store(c_ptr + cm[:, None] * N + rn[None, :], acc, mask=(cm[:, None] < M) & (rn[None, :] < N))
+
+
+@pytest.mark.parametrize(("start", "rows_masked"), [(1, True), (0, False), (2, False)])
+def test_a_count_of_tiles_is_the_tile_only_from_one_step_before(start: int, rows_masked: bool) -> None:
+    """The store's rows are the loads' rows only where the count is the tile: A's rows are then read masked, else
+    they must not wrap (B's columns, stored under the loop's own tile, are read masked in each case)."""
+    k = despina.compile(counted, EDGE_SIG, {"BM": 128, "BN": 128, "BK": 64, "NUM_SMS": 132, "FROM": start},
+                        num_warps=8, num_stages=3, target="sm_90a")
+    a, b = k.metadata["tensor_maps"]
+    assert a["shape"] == [{"arg": 3} if rows_masked else UNBOUNDED, {"arg": 5}]
+    assert b["shape"] == [{"arg": 5}, {"arg": 4}]
 
 
 PERSISTENT = KERNELS.matmul_persistent_kernel
@@ -244,9 +328,19 @@ def _flat_case(m: int, n: int, k: int) -> tuple[Any, tuple[Any, ...], dict[str, 
         np.stack([want, want])
 
 
+def _edge_case(m: int, n: int, k: int) -> tuple[Any, tuple[Any, ...], dict[str, Any], tuple[int, int, int], Any]:
+    """`edge_reads` as written at 64x64x32 on ragged shapes: the last programs' rows and columns past M and N read
+    zeros (masked), which only the masked store's dropped rows and columns hold."""
+    rng = np.random.default_rng(9)
+    a, b = rng.standard_normal((m, k)).astype(np.float16), rng.standard_normal((k, n)).astype(np.float16)
+    c = np.full((m, n), np.nan, np.float32)
+    return edge_reads, (a, b, c, m, n, k), {"BM": 64, "BN": 64, "BK": 32, "HOW": "as written"}, \
+        (-(-m // 64), -(-n // 64), 1), a.astype(np.float32) @ b.astype(np.float32)
+
+
 def _persistent_case(m: int, n: int, k: int) -> tuple[Any, tuple[Any, ...], dict[str, Any], tuple[int, int, int], Any]:
-    """Tutorial 09's persistent pointer kernel at 64x64x32 on 3 programs: on ragged shapes each program whose
-    tiles include one at the edge (whose rows or columns wrap) runs its nest as written."""
+    """Tutorial 09's persistent pointer kernel at 64x64x32 on 3 programs: its store drops the rows and columns
+    past M and N, so every program's tiles take the version, those at the edge masked."""
     rng = np.random.default_rng(6)
     a, b = rng.standard_normal((m, k)).astype(np.float16), rng.standard_normal((k, n)).astype(np.float16)
     c = np.full((m, n), np.nan, np.float16)
@@ -255,11 +349,37 @@ def _persistent_case(m: int, n: int, k: int) -> tuple[Any, tuple[Any, ...], dict
         np.float32)
 
 
+@despina.jit
+def stores_wrapped(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                   NUM_SMS: tl.constexpr):
+    """A persistent loop storing through the rows its loads read, wrapped (`tl.where(rm < M, rm, 0)`): rows past M
+    store row 0's product again, so they must read row 0, and a program with a tile at the edge runs the nest as
+    written (N a multiple of BN: B's columns are not masked)."""
+    num_n = tl.cdiv(N, BN)
+    for tile in tl.range(tl.program_id(0), tl.cdiv(M, BM) * num_n, NUM_SMS, flatten=True):
+        rm = (tile // num_n) * BM + tl.arange(0, BM)
+        rm = tl.where(rm < M, rm, 0)
+        rn = (tile % num_n) * BN + tl.arange(0, BN)
+        acc = k_loop(a_ptr, b_ptr, rm, rn, N, K, BM, BN, BK)
+        tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=rn[None, :] < N)
+
+
+def _wrapped_store_case(m: int, n: int, k: int) -> tuple[Any, tuple[Any, ...], dict[str, Any], tuple[int, int, int],
+                                                        Any]:
+    """`stores_wrapped` at 64x64x32 on 3 programs."""
+    rng = np.random.default_rng(10)
+    a, b = rng.standard_normal((m, k)).astype(np.float16), rng.standard_normal((k, n)).astype(np.float16)
+    c = np.full((m, n), np.nan, np.float32)
+    consts = {"BM": 64, "BN": 64, "BK": 32, "NUM_SMS": 3}
+    return stores_wrapped, (a, b, c, m, n, k), consts, (3, 1, 1), a.astype(np.float32) @ b.astype(np.float32)
+
+
 @pytest.mark.parametrize(("case", "m", "n", "k"), [(_grouped_case, 200, 144, 96), (_past_case, 128, 96, 64),
                                                    (_unwrapped_case, 200, 144, 96), (_persistent_case, 200, 144, 96),
-                                                   (_persistent_case, 192, 128, 96), (_flat_case, 200, 128, 96)],
+                                                   (_persistent_case, 192, 128, 96), (_flat_case, 200, 128, 96),
+                                                   (_edge_case, 200, 144, 96), (_wrapped_store_case, 200, 128, 96)],
                          ids=["ragged", "programs-past-the-matrix", "unwrapped", "persistent-ragged", "persistent",
-                              "nest-to-flatten"])
+                              "nest-to-flatten", "masked-edges", "persistent-storing-wrapped-rows"])
 def test_the_versioned_kernel_computes_what_the_kernel_as_written_does(case: Any, m: int, n: int, k: int) -> None:
     """In the interpreter: every element of C as the kernel as written computes it, versioned and not."""
     results = []
@@ -275,38 +395,39 @@ def test_the_versioned_kernel_computes_what_the_kernel_as_written_does(case: Any
     np.testing.assert_array_equal(results[0], results[1])
 
 
-def _tiles_of_programs_without_wraps(m: int, n: int) -> set[tuple[int, int]]:
-    """The 64x64 tiles (pid_m, pid_n) of those of `_persistent_case`'s 3 programs none of whose tiles has rows or
-    columns that wrap: tutorial 09's grouped order, GROUP_SIZE_M 2."""
-    tiles_m, tiles_n = -(-m // 64), -(-n // 64)
-    group = 2 * tiles_n
-    found = set()
-    for program in range(3):
-        mine = []
-        for tile in range(program, tiles_m * tiles_n, 3):
-            first_m = tile // group * 2
-            size = min(tiles_m - first_m, 2)
-            mine.append((first_m + tile % size, tile % group // size))
-        if all((pid_m + 1) * 64 <= m and (pid_n + 1) * 64 <= n for pid_m, pid_n in mine):
-            found.update(mine)
-    return found
-
-
-@pytest.mark.parametrize("mnk", [(192, 128, 96), (200, 128, 96), (192, 144, 64)], ids=["whole", "ragged-m", "ragged-n"])
-def test_the_programs_whose_tiles_do_not_wrap_take_the_version(mnk: tuple[int, int, int]) -> None:
-    """In the interpreter, the nest as written emptied (its branch then stores nothing): C holds the product on
-    exactly the tiles of the programs none of whose tiles wraps (all of a whole shape), and NaN elsewhere."""
-    kernel, args, consts, grid, want = _persistent_case(*mnk)
+def _run_the_version_alone(case: Any, mnk: tuple[int, int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """C and the product from `case`'s kernel in the interpreter, versioned, the nest as written emptied (its branch
+    then stores nothing)."""
+    kernel, args, consts, grid, want = case(*mnk)
     module = _module(kernel, args, consts)
     ((_, version),) = version_wraps(module.kernel, module.attrs, 4)
     written = version.regions[1].ops[0]
     version.regions[1].ops = [Op("yield", list(written.operands[3:]), [], {}, (), written.loc)]
     verify(module)
     run_kernel(module, grid=grid, args=list(args))
-    got = args[2].astype(np.float32)
+    return args[2].astype(np.float32), want
+
+
+@pytest.mark.parametrize("mnk", [(192, 128, 96), (200, 128, 96), (192, 144, 64)], ids=["whole", "ragged-m", "ragged-n"])
+def test_every_program_of_tutorial_09_s_persistent_kernel_takes_the_version(mnk: tuple[int, int, int]) -> None:
+    """Its store drops the rows and columns past M and N: with the nest as written emptied, C holds the product on
+    every tile, those at the edge included."""
+    got, want = _run_the_version_alone(_persistent_case, mnk)
+    np.testing.assert_allclose(got, want, rtol=1e-2, atol=5e-2)
+
+
+@pytest.mark.parametrize("mnk", [(192, 128, 96), (200, 128, 96)], ids=["whole", "ragged-m"])
+def test_the_programs_whose_tiles_do_not_wrap_take_the_version(mnk: tuple[int, int, int]) -> None:
+    """`stores_wrapped`: with the nest as written emptied, C holds the product on exactly the tiles of the programs
+    none of whose tiles has rows past M (all of a whole shape), and NaN elsewhere."""
+    got, want = _run_the_version_alone(_wrapped_store_case, mnk)
+    tiles_m, tiles_n = -(-mnk[0] // 64), mnk[1] // 64
     ran = np.zeros(got.shape, bool)
-    for pid_m, pid_n in _tiles_of_programs_without_wraps(*mnk[:2]):
-        ran[pid_m * 64 : (pid_m + 1) * 64, pid_n * 64 : (pid_n + 1) * 64] = True
-    assert ran.any() and (ran.all() if mnk == (192, 128, 96) else not ran.all())
+    for program in range(3):
+        mine = [divmod(tile, tiles_n) for tile in range(program, tiles_m * tiles_n, 3)]
+        if all((pid_m + 1) * 64 <= mnk[0] for pid_m, _ in mine):
+            for pid_m, pid_n in mine:
+                ran[pid_m * 64 : (pid_m + 1) * 64, pid_n * 64 : (pid_n + 1) * 64] = True
+    assert ran.any() and (ran.all() if mnk[0] % 64 == 0 else not ran.all())
     np.testing.assert_allclose(got[ran], want[ran], rtol=1e-2, atol=5e-2)
     assert np.isnan(got[~ran]).all()
