@@ -4,8 +4,19 @@ that stay on cp.async, and rows that wrap (gpuir/wrap_versions.py)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import despina
 import despina.language as tl
+from despina.compiler.ir.core import Module
+from despina.compiler.passes.rewrite import clone_function
+
+
+def tile_ir(kernel: Any, args: tuple[Any, ...], consts: dict[str, Any]) -> Module:
+    """The kernel's tile IR for the call, a copy of the one the kernel keeps (which the CPU tests rewrite)."""
+    options = kernel.options({}, interpret=True)
+    module = kernel.ir(kernel.specialize(kernel.bind(args, consts), options), options)
+    return Module([clone_function(fn) for fn in module.functions], dict(module.attrs))
 
 
 @despina.jit
@@ -139,3 +150,33 @@ def flat_wraps(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr,
     for half in tl.range(0, 2, flatten=True):
         acc = k_loop(a_ptr, b_ptr, rm, rn, N, K, BM, BN, BK)
         tl.store(c_ptr + half * M * N + rm[:, None] * N + rn[None, :], acc, mask=rn[None, :] < N)
+
+
+@despina.jit
+def edge_reads(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, HOW: tl.constexpr):
+    """Tutorial 03's rows and columns that wrap (`% M`, `% N`), C stored through rows and columns computed again and
+    masked by M and N, or as HOW says otherwise (gpuir/masked_rows.py: which of them let the rows past M read zeros)."""
+    rm = (tl.program_id(0) * BM + tl.arange(0, BM)) % M
+    rn = (tl.program_id(1) * BN + tl.arange(0, BN)) % N
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in range(0, K, BK):
+        a_mask = (k + rk)[None, :] < K
+        if HOW == "rows read by a mask":
+            a_mask = a_mask & (rm[:, None] < M)
+        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :], mask=a_mask, other=0.0)
+        b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :], mask=(k + rk)[:, None] < K, other=0.0)
+        acc = tl.dot(a, b, acc)
+    cm, cn = tl.program_id(0) * BM + tl.arange(0, BM), tl.program_id(1) * BN + tl.arange(0, BN)
+    rows = cm[:, None] < M
+    if HOW == "rows <=":
+        rows = cm[:, None] <= M - 1
+    if HOW == "rows shifted":
+        rows = (cm + 1)[:, None] < M
+    if HOW == "rows bounded by K":
+        rows = cm[:, None] < K
+    if HOW == "rows unmasked":
+        rows = cn[None, :] >= 0
+    if HOW == "summed over rows":
+        acc = tl.broadcast_to(tl.sum(acc, axis=0)[None, :], (BM, BN))
+    tl.store(c_ptr + cm[:, None] * N + cn[None, :], acc, mask=rows & (cn[None, :] < N))

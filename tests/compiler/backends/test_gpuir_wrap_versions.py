@@ -3,8 +3,9 @@
 whose rows start in [0, M), those rows masked: tutorial 03 as Triton ships it gets a TMA loop beside its loop as
 written, sharing its shared memory, its maps bounded by M and N; the versioned kernel computes what the kernel as
 written does, in the interpreter, on ragged shapes whose last programs wrap and a grid with programs wholly past
-the matrix; what refuses the masks (rows shifted, unmasked, bounded by another value, summed, read by a mask, a
-count of tiles that is not the tile); tutorial 09's `tl.where` through its hints; a warp-specialized loop, whose
+the matrix; every tile of tutorial 09's persistent kernel takes the version, and a persistent loop storing
+through its wrapped rows is versioned per program; tutorial 09's `tl.where` through its hints; a warp-specialized
+loop, whose
 version alone gets the producer; and the versions dropped where TMA would take nothing more (strides not
 specialized positive, stages too small, sm_90)."""
 
@@ -20,15 +21,14 @@ pytest.importorskip("llvmlite")
 pytest.importorskip("cuda.bindings.nvjitlink")
 
 import benchmark_kernels  # noqa: E402
-from pointer_tile_kernels import clamped, flat_wraps, grouped, k_loop, ws_pointers  # noqa: E402
+from pointer_tile_kernels import clamped, edge_reads, flat_wraps, grouped, k_loop, tile_ir, ws_pointers  # noqa: E402
 
 import despina  # noqa: E402
 import despina.language as tl  # noqa: E402
 from despina.compiler.backends.gpuir.wrap_versions import version_wraps  # noqa: E402
 from despina.compiler.interpreter import run_kernel  # noqa: E402
-from despina.compiler.ir.core import Module, Op  # noqa: E402
+from despina.compiler.ir.core import Op  # noqa: E402
 from despina.compiler.ir.verifier import verify  # noqa: E402
-from despina.compiler.passes.rewrite import clone_function  # noqa: E402
 
 KERNELS = benchmark_kernels.load()
 GROUPED = KERNELS.matmul_grouped_kernel
@@ -120,84 +120,6 @@ def test_rows_that_may_start_below_0_are_versioned_on_their_start_alone() -> Non
     assert tma.startswith("3 stages, 2 loads by TMA") and written.startswith("3 stages, 2 loads by cp.async")
 
 
-@despina.jit
-def edge_reads(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, HOW: tl.constexpr):
-    """Tutorial 03's rows and columns that wrap (`% M`, `% N`), C stored through rows and columns computed again and
-    masked by M and N, or as HOW says otherwise."""
-    rm = (tl.program_id(0) * BM + tl.arange(0, BM)) % M
-    rn = (tl.program_id(1) * BN + tl.arange(0, BN)) % N
-    rk = tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), tl.float32)
-    for k in range(0, K, BK):
-        a_mask = (k + rk)[None, :] < K
-        if HOW == "rows read by a mask":
-            a_mask = a_mask & (rm[:, None] < M)
-        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :], mask=a_mask, other=0.0)
-        b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :], mask=(k + rk)[:, None] < K, other=0.0)
-        acc = tl.dot(a, b, acc)
-    cm, cn = tl.program_id(0) * BM + tl.arange(0, BM), tl.program_id(1) * BN + tl.arange(0, BN)
-    rows = cm[:, None] < M
-    if HOW == "rows <=":
-        rows = cm[:, None] <= M - 1
-    if HOW == "rows shifted":
-        rows = (cm + 1)[:, None] < M
-    if HOW == "rows bounded by K":
-        rows = cm[:, None] < K
-    if HOW == "rows unmasked":
-        rows = cn[None, :] >= 0
-    if HOW == "summed over rows":
-        acc = tl.broadcast_to(tl.sum(acc, axis=0)[None, :], (BM, BN))
-    tl.store(c_ptr + cm[:, None] * N + cn[None, :], acc, mask=rows & (cn[None, :] < N))
-
-
-EDGE_SIG = "*fp16:16,*fp16:16,*fp32:16,i32,i32:16+,i32:16+"
-UNBOUNDED = {"value": 2**31 - 1}
-
-
-@pytest.mark.parametrize(("how", "rows", "columns"), [
-    ("as written", True, True), ("rows <=", True, True), ("rows shifted", False, True),
-    ("rows bounded by K", False, True), ("rows unmasked", False, True), ("rows read by a mask", False, True),
-    ("summed over rows", False, False)])
-def test_rows_past_m_are_read_masked_only_where_no_store_keeps_them(how: str, rows: bool, columns: bool) -> None:
-    """Where the store's mask drops every row past M (`c + i < M`, c the same start), the version reads A's rows
-    masked, its map ending at M, and the guard does not ask `M - c >= BM`; elsewhere the rows must not wrap. Likewise
-    B's columns and N; a reduction over the rows refuses both (no element of its result is a column's alone)."""
-    k = despina.compile(edge_reads, EDGE_SIG, {"BM": 128, "BN": 256, "BK": 64, "HOW": how}, num_warps=8,
-                        num_stages=3, target="sm_90a")
-    a, b = k.metadata["tensor_maps"]
-    gpuir = k.asm["gpuir"]
-    assert gpuir[: gpuir.index("= if(")].count("= sub(") == 2 - rows - columns, how  # M - c >= B, for each that must
-    assert a["shape"][0] == ({"arg": 3} if rows or how == "rows read by a mask" else UNBOUNDED), how
-    assert b["shape"] == [{"arg": 5}, {"arg": 4} if columns else UNBOUNDED], how
-
-
-@despina.jit
-def counted(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-            NUM_SMS: tl.constexpr, FROM: tl.constexpr):
-    """A persistent loop whose store's rows come from a count of tiles it carries, FROM steps before the loop's first
-    tile and stepped before it is read: from 1 step before, the count is the loop's tile."""
-    num_n = tl.cdiv(N, BN)
-    count = tl.program_id(0) - FROM * NUM_SMS
-    for tile in tl.range(tl.program_id(0), tl.cdiv(M, BM) * num_n, NUM_SMS, flatten=True):
-        rm = (tile // num_n) * BM + tl.arange(0, BM)
-        rn = (tile % num_n) * BN + tl.arange(0, BN)
-        acc = k_loop(a_ptr, b_ptr, tl.where(rm < M, rm, 0), tl.where(rn < N, rn, 0), N, K, BM, BN, BK)
-        count += NUM_SMS
-        cm = (count // num_n) * BM + tl.arange(0, BM)
-        tl.store(c_ptr + cm[:, None] * N + rn[None, :], acc, mask=(cm[:, None] < M) & (rn[None, :] < N))
-
-
-@pytest.mark.parametrize(("start", "rows_masked"), [(1, True), (0, False), (2, False)])
-def test_a_count_of_tiles_is_the_tile_only_from_one_step_before(start: int, rows_masked: bool) -> None:
-    """The store's rows are the loads' rows only where the count is the tile: A's rows are then read masked, else
-    they must not wrap (B's columns, stored under the loop's own tile, are read masked in each case)."""
-    k = despina.compile(counted, EDGE_SIG, {"BM": 128, "BN": 128, "BK": 64, "NUM_SMS": 132, "FROM": start},
-                        num_warps=8, num_stages=3, target="sm_90a")
-    a, b = k.metadata["tensor_maps"]
-    assert a["shape"] == [{"arg": 3} if rows_masked else UNBOUNDED, {"arg": 5}]
-    assert b["shape"] == [{"arg": 5}, {"arg": 4}]
-
-
 PERSISTENT = KERNELS.matmul_persistent_kernel
 
 
@@ -278,13 +200,6 @@ def test_no_version_is_kept_where_tma_takes_nothing_more(why: str, strides: str,
     gpuir = _grouped(dtype, strides, target, bk).asm["gpuir"]
     assert "= if(" not in gpuir and "maximum(" not in gpuir and "descriptor_load" not in gpuir, why
     assert len(_pipelines(_grouped(dtype, strides, target, bk))) == 1
-
-
-def _module(kernel: Any, args: tuple[Any, ...], consts: dict[str, Any]) -> Module:
-    """The kernel's tile IR for the call, a copy of the one the kernel keeps (which the tests version)."""
-    options = kernel.options({}, interpret=True)
-    module = kernel.ir(kernel.specialize(kernel.bind(args, consts), options), options)
-    return Module([clone_function(fn) for fn in module.functions], dict(module.attrs))
 
 
 def _grouped_case(m: int, n: int, k: int) -> tuple[Any, tuple[Any, ...], dict[str, Any], tuple[int, int, int], Any]:
@@ -385,7 +300,7 @@ def test_the_versioned_kernel_computes_what_the_kernel_as_written_does(case: Any
     results = []
     for versioned in (False, True):
         kernel, args, consts, grid, want = case(m, n, k)
-        module = _module(kernel, args, consts)
+        module = tile_ir(kernel, args, consts)
         if versioned:
             assert len(version_wraps(module.kernel, module.attrs, 4)) == 1
             verify(module)
@@ -399,7 +314,7 @@ def _run_the_version_alone(case: Any, mnk: tuple[int, int, int]) -> tuple[np.nda
     """C and the product from `case`'s kernel in the interpreter, versioned, the nest as written emptied (its branch
     then stores nothing)."""
     kernel, args, consts, grid, want = case(*mnk)
-    module = _module(kernel, args, consts)
+    module = tile_ir(kernel, args, consts)
     ((_, version),) = version_wraps(module.kernel, module.attrs, 4)
     written = version.regions[1].ops[0]
     version.regions[1].ops = [Op("yield", list(written.operands[3:]), [], {}, (), written.loc)]
