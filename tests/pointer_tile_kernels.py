@@ -165,7 +165,10 @@ def edge_reads(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr,
         if HOW == "rows read by a mask":
             a_mask = a_mask & (rm[:, None] < M)
         a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :], mask=a_mask, other=0.0)
-        b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :], mask=(k + rk)[:, None] < K, other=0.0)
+        if HOW == "B K-major":  # B [N, K], its rows the columns that wrap
+            b = tl.load(b_ptr + rn[:, None] * K + (k + rk)[None, :], mask=(k + rk)[None, :] < K, other=0.0).T
+        else:
+            b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :], mask=(k + rk)[:, None] < K, other=0.0)
         acc = tl.dot(a, b, acc)
     cm, cn = tl.program_id(0) * BM + tl.arange(0, BM), tl.program_id(1) * BN + tl.arange(0, BN)
     rows = cm[:, None] < M

@@ -1,7 +1,8 @@
 """Loops whose rows wrap or may start below 0, versioned for TMA (gpuir/wrap_versions.py), on a
 compute-capability-9.0 device against torch: tutorial 03 as Triton ships it (grouped, `% M`) on shapes whose edge
 programs wrap, which take the version too, their rows past M and N read as zeros (gpuir/masked_rows.py: only the
-masked store reads them), on shapes where none does, and on fewer rows than a tile; tutorial 09's `tl.where`
+masked store reads them), on shapes where none does, and on fewer rows than a tile; its wraps stored under masks,
+B row-major and K-major; tutorial 09's `tl.where`
 through its hints; tutorial 09's persistent pointer kernel, versioned whole; rows that wrap before a nest to
 flatten, which the store keeps (the last row of programs runs the nest as written); a
 warp-specialized loop whose version alone has the producer, on a grid with rows of programs past the matrix; a
@@ -16,7 +17,7 @@ from typing import Any
 import benchmark_kernels
 import numpy as np
 import pytest
-from pointer_tile_kernels import clamped, flat_wraps, grouped, shifted, ws_pointers
+from pointer_tile_kernels import clamped, edge_reads, flat_wraps, grouped, shifted, ws_pointers
 
 import despina
 from despina.runtime import driver
@@ -53,6 +54,22 @@ def test_tutorial_03_as_shipped_matches_torch(hopper: Any, tmp_path: Path, dtype
     tol = 1e-2 if dtype == "fp16" else 3e-2
     torch.testing.assert_close(c.double(), (a.double() @ b.double()).half().double(), rtol=tol, atol=tol * k**0.5)
     assert _versioned(_compiled(kernel, args, consts, warps, stages).asm["gpuir"])
+
+
+@pytest.mark.parametrize("how", ["as written", "B K-major"])
+def test_edges_read_as_zeros_match_torch(hopper: Any, how: str) -> None:  # noqa: F811
+    """Tutorial 03's wraps, stored under masks of M and N (gpuir/masked_rows.py): every program runs the version on
+    TMA, the edge programs' rows and columns past M and N read as zeros; B [K, N], and B [N, K] through `.T`."""
+    torch = hopper
+    m, n, k = 1000, 784, 576
+    a, b = _operand(torch, "fp16", m, k, 17), _operand(torch, "fp16", k, n, 18)
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float32)
+    args = (a, b.t().contiguous() if how == "B K-major" else b, c, m, n, k)
+    consts = {"BM": 128, "BN": 128, "BK": 64, "HOW": how}
+    edge_reads[(despina.cdiv(m, 128), despina.cdiv(n, 128))](*args, **consts, num_warps=8, num_stages=3)
+    torch.testing.assert_close(c.double(), a.double() @ b.double(), rtol=1e-2, atol=1e-2 * k**0.5)
+    gpuir = _compiled(edge_reads, args, consts, 8, 3).asm["gpuir"]
+    assert _versioned(gpuir) and gpuir.count('origin = "pointers"') == 2
 
 
 @pytest.mark.parametrize("ws", [False, True], ids=["as-written", "ws"])

@@ -13,7 +13,8 @@ Tutorial 09's persistent pointer kernel is the case:
 `masked_loads` follows the wrapped rows forward, each value they reach with the dimensions along which its
 elements at rows x >= M may differ when the loads read other rows there (its element i along such a dimension
 depends on the rows' element i alone):
-- an elementwise op: the union of its operands' (an `expand_dims` moves them, a `broadcast` keeps them);
+- an elementwise op: the union of its operands' (an `expand_dims` or `trans` moves them, a `broadcast` keeps
+  them);
 - a load whose pointers they reach along one dimension: its value, along it (the load is masked there);
 - `dot`: A's rows are the product's rows, B's columns its columns, the accumulator's its own (along K, A's
   columns or B's rows, every element of the product would differ: refused);
@@ -135,6 +136,9 @@ def masked_loads(fn: Function, tiles: Tiles, block: Block, wrap: Op, c: Poly, m:
                 reach(op.result, {d + (d >= axis) for d in dims})
             elif op.name == "broadcast":
                 reach(op.result, dims)
+            elif op.name == "trans":
+                perm = op.attrs["perm"]
+                reach(op.result, {perm.index(d) for d in dims})
             elif op.name == "load" and at == [0] and len(shape_of(op.result.type)) == 2 and len(dims) == 1:
                 (d,) = dims
                 if loads.setdefault(op, d) != d:

@@ -20,7 +20,7 @@ from despina.compiler.backends.gpuir.affine import Tiles  # noqa: E402
 from despina.compiler.backends.gpuir.masked_rows import Same, masked_loads  # noqa: E402
 from despina.compiler.ir.core import Module, Op  # noqa: E402
 
-HOWS = ["as written", "rows <=", "rows shifted", "rows bounded by K", "rows unmasked", "rows read by a mask",
+HOWS = ["as written", "B K-major", "rows <=", "rows shifted", "rows bounded by K", "rows unmasked", "rows read by a mask",
         "summed over rows"]
 
 
@@ -31,8 +31,9 @@ def _edgetile_ir(how: str) -> Module:
 
 @pytest.mark.parametrize("how", HOWS)
 def test_the_loads_a_wrap_reaches_where_the_store_drops_its_rows(how: str) -> None:
-    """`rm % M` reaches A's load along its rows, `rn % N` B's along its columns; None where a store may keep an
-    element computed from rows past M (and, summed over the rows, from columns past N)."""
+    """`rm % M` reaches A's load along its rows, `rn % N` B's along its columns (along its rows, B K-major, which
+    `trans` makes the columns); None where a store may keep an element computed from rows past M (and, summed over
+    the rows, from columns past N)."""
     module = _edgetile_ir(how)
     fn = module.kernel
     tiles = Tiles(fn, module.attrs)
@@ -44,9 +45,9 @@ def test_the_loads_a_wrap_reaches_where_the_store_drops_its_rows(how: str) -> No
         c, m = tiles.form(x, (0,)), tiles.form(bound, (0,))
         assert c is not None and m is not None
         found.append(masked_loads(fn, tiles, fn.body, wrap, c.const, m.const))
-    rows_kept = how in ("as written", "rows <=")
+    rows_kept = how in ("as written", "B K-major", "rows <=")
     assert found[0] == ({loads[0]: 0} if rows_kept else None)
-    assert found[1] == (None if how == "summed over rows" else {loads[1]: 1})
+    assert found[1] == (None if how == "summed over rows" else {loads[1]: 0 if how == "B K-major" else 1})
 
 
 EDGE_SIG = "*fp16:16,*fp16:16,*fp32:16,i32,i32:16+,i32:16+"
@@ -54,7 +55,7 @@ UNBOUNDED = {"value": 2**31 - 1}
 
 
 @pytest.mark.parametrize(("how", "rows", "columns"), [
-    ("as written", True, True), ("rows <=", True, True), ("rows shifted", False, True),
+    ("as written", True, True), ("B K-major", True, True), ("rows <=", True, True), ("rows shifted", False, True),
     ("rows bounded by K", False, True), ("rows unmasked", False, True), ("rows read by a mask", False, True),
     ("summed over rows", False, False)])
 def test_rows_past_m_are_read_masked_only_where_no_store_keeps_them(how: str, rows: bool, columns: bool) -> None:
@@ -67,7 +68,8 @@ def test_rows_past_m_are_read_masked_only_where_no_store_keeps_them(how: str, ro
     gpuir = k.asm["gpuir"]
     assert gpuir[: gpuir.index("= if(")].count("= sub(") == 2 - rows - columns, how  # M - c >= B, for each that must
     assert a["shape"][0] == ({"arg": 3} if rows or how == "rows read by a mask" else UNBOUNDED), how
-    assert b["shape"] == [{"arg": 5}, {"arg": 4} if columns else UNBOUNDED], how
+    n_k = [{"arg": 4}, {"arg": 5}] if how == "B K-major" else [{"arg": 5}, {"arg": 4} if columns else UNBOUNDED]
+    assert b["shape"] == n_k, how
 
 
 @despina.jit

@@ -243,14 +243,21 @@ def _flat_case(m: int, n: int, k: int) -> tuple[Any, tuple[Any, ...], dict[str, 
         np.stack([want, want])
 
 
-def _edge_case(m: int, n: int, k: int) -> tuple[Any, tuple[Any, ...], dict[str, Any], tuple[int, int, int], Any]:
-    """`edge_reads` as written at 64x64x32 on ragged shapes: the last programs' rows and columns past M and N read
-    zeros (masked), which only the masked store's dropped rows and columns hold."""
+def _edge_case(m: int, n: int, k: int, how: str = "as written") -> tuple[Any, tuple[Any, ...], dict[str, Any],
+                                                                         tuple[int, int, int], Any]:
+    """`edge_reads` at 64x64x32 on ragged shapes: the last programs' rows and columns past M and N read zeros
+    (masked), which only the masked store's dropped rows and columns hold."""
     rng = np.random.default_rng(9)
     a, b = rng.standard_normal((m, k)).astype(np.float16), rng.standard_normal((k, n)).astype(np.float16)
     c = np.full((m, n), np.nan, np.float32)
-    return edge_reads, (a, b, c, m, n, k), {"BM": 64, "BN": 64, "BK": 32, "HOW": "as written"}, \
+    operand = np.ascontiguousarray(b.T) if how == "B K-major" else b
+    return edge_reads, (a, operand, c, m, n, k), {"BM": 64, "BN": 64, "BK": 32, "HOW": how}, \
         (-(-m // 64), -(-n // 64), 1), a.astype(np.float32) @ b.astype(np.float32)
+
+
+def _k_major_edge_case(m: int, n: int, k: int) -> tuple[Any, tuple[Any, ...], dict[str, Any], tuple[int, int, int],
+                                                       Any]:
+    return _edge_case(m, n, k, "B K-major")
 
 
 def _persistent_case(m: int, n: int, k: int) -> tuple[Any, tuple[Any, ...], dict[str, Any], tuple[int, int, int], Any]:
@@ -292,9 +299,11 @@ def _wrapped_store_case(m: int, n: int, k: int) -> tuple[Any, tuple[Any, ...], d
 @pytest.mark.parametrize(("case", "m", "n", "k"), [(_grouped_case, 200, 144, 96), (_past_case, 128, 96, 64),
                                                    (_unwrapped_case, 200, 144, 96), (_persistent_case, 200, 144, 96),
                                                    (_persistent_case, 192, 128, 96), (_flat_case, 200, 128, 96),
-                                                   (_edge_case, 200, 144, 96), (_wrapped_store_case, 200, 128, 96)],
+                                                   (_edge_case, 200, 144, 96), (_k_major_edge_case, 200, 144, 96),
+                                                   (_wrapped_store_case, 200, 128, 96)],
                          ids=["ragged", "programs-past-the-matrix", "unwrapped", "persistent-ragged", "persistent",
-                              "nest-to-flatten", "masked-edges", "persistent-storing-wrapped-rows"])
+                              "nest-to-flatten", "masked-edges", "masked-edges-b-k-major",
+                              "persistent-storing-wrapped-rows"])
 def test_the_versioned_kernel_computes_what_the_kernel_as_written_does(case: Any, m: int, n: int, k: int) -> None:
     """In the interpreter: every element of C as the kernel as written computes it, versioned and not."""
     results = []
