@@ -2,7 +2,10 @@
 of each compiler and torch.matmul, each run back to back for seconds at a time (`power.sustained`), in
 alternating rounds: TFLOP per joule, TFLOP/s, the mean SM clock, and the share of the run the power cap held
 the clock down. Where every column runs at the GPU's power limit, the TFLOP per joule is what orders them.
-The configs are the two whose rows in `persistent_matmul_TFLOPs` run closest to Triton's."""
+The configs are the two whose rows in `persistent_matmul_TFLOPs` run closest to Triton's, and 256x128x64: it moves
+as many bytes from L2 into shared memory per FLOP as 128x256x64, on wgmma's m64n128 (whose shared-memory reads per
+FLOP are 128x128x64's), so that the three rows apart say what each kind of traffic costs. On an H200 (8192^3, both
+compilers alike) 256x128 cost 1.5-3.7% more joules per FLOP than 128x256, and 128x128 2-6% more than 256x128."""
 
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from timing import first_run, safe
 COLUMNS = ("despina", "triton", "torch")
 ENERGY_HEADER = ["config", *(f"{c} TFLOP/J" for c in COLUMNS), *(f"{c} TFLOP/s" for c in COLUMNS),
                  *(f"{c} MHz" for c in COLUMNS), *(f"{c} capped" for c in COLUMNS), "torch kernel"]
-CONFIGS = [MATMUL_CONFIGS[1], MATMUL_CONFIGS[2]]  # 128x256x64 with 3 stages, 128x128x64 with 4; 8 warps
+CONFIGS = [MATMUL_CONFIGS[1], MATMUL_CONFIGS[2], (256, 128, 64, 8, 3)]  # 128x256x64 s3, 128x128x64 s4, 256x128x64 s3
 
 
 def _kernel_name(fn: Any) -> str:
