@@ -182,4 +182,7 @@ def edge_reads(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr,
         rows = cn[None, :] >= 0
     if HOW == "summed over rows":
         acc = tl.broadcast_to(tl.sum(acc, axis=0)[None, :], (BM, BN))
-    tl.store(c_ptr + cm[:, None] * N + cn[None, :], acc, mask=rows & (cn[None, :] < N))
+    if HOW == "row sums":  # into C's first column
+        tl.store(c_ptr + cm * N, tl.sum(acc, axis=1), mask=cm < M)
+    else:
+        tl.store(c_ptr + cm[:, None] * N + cn[None, :], acc, mask=rows & (cn[None, :] < N))

@@ -2,7 +2,7 @@
 compute-capability-9.0 device against torch: tutorial 03 as Triton ships it (grouped, `% M`) on shapes whose edge
 programs wrap, which take the version too, their rows past M and N read as zeros (gpuir/masked_rows.py: only the
 masked store reads them), on shapes where none does, and on fewer rows than a tile; its wraps stored under masks,
-B row-major and K-major; tutorial 09's `tl.where`
+B row-major and K-major, and its rows' sums; tutorial 09's `tl.where`
 through its hints; tutorial 09's persistent pointer kernel, versioned whole; rows that wrap before a nest to
 flatten, which the store keeps (the last row of programs runs the nest as written); a
 warp-specialized loop whose version alone has the producer, on a grid with rows of programs past the matrix; a
@@ -56,18 +56,24 @@ def test_tutorial_03_as_shipped_matches_torch(hopper: Any, tmp_path: Path, dtype
     assert _versioned(_compiled(kernel, args, consts, warps, stages).asm["gpuir"])
 
 
-@pytest.mark.parametrize("how", ["as written", "B K-major"])
+@pytest.mark.parametrize("how", ["as written", "B K-major", "row sums"])
 def test_edges_read_as_zeros_match_torch(hopper: Any, how: str) -> None:  # noqa: F811
     """Tutorial 03's wraps, stored under masks of M and N (gpuir/masked_rows.py): every program runs the version on
-    TMA, the edge programs' rows and columns past M and N read as zeros; B [K, N], and B [N, K] through `.T`."""
+    TMA, the edge programs' rows and columns past M and N read as zeros; B [K, N], and B [N, K] through `.T`; and the
+    sums of each row over the first 128 columns (one column of programs), stored masked by M into C's first column."""
     torch = hopper
     m, n, k = 1000, 784, 576
     a, b = _operand(torch, "fp16", m, k, 17), _operand(torch, "fp16", k, n, 18)
     c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float32)
     args = (a, b.t().contiguous() if how == "B K-major" else b, c, m, n, k)
     consts = {"BM": 128, "BN": 128, "BK": 64, "HOW": how}
-    edge_reads[(despina.cdiv(m, 128), despina.cdiv(n, 128))](*args, **consts, num_warps=8, num_stages=3)
-    torch.testing.assert_close(c.double(), a.double() @ b.double(), rtol=1e-2, atol=1e-2 * k**0.5)
+    columns = 1 if how == "row sums" else despina.cdiv(n, 128)
+    edge_reads[(despina.cdiv(m, 128), columns)](*args, **consts, num_warps=8, num_stages=3)
+    want = a.double() @ b.double()
+    if how == "row sums":
+        torch.testing.assert_close(c[:, 0].double(), want[:, :128].sum(1), rtol=1e-2, atol=1e-2 * (128 * k) ** 0.5)
+    else:
+        torch.testing.assert_close(c.double(), want, rtol=1e-2, atol=1e-2 * k**0.5)
     gpuir = _compiled(edge_reads, args, consts, 8, 3).asm["gpuir"]
     assert _versioned(gpuir) and gpuir.count('origin = "pointers"') == 2
 

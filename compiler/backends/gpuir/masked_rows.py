@@ -18,9 +18,10 @@ depends on the rows' element i alone):
 - a load whose pointers they reach along one dimension: its value, along it (the load is masked there);
 - `dot`: A's rows are the product's rows, B's columns its columns, the accumulator's its own (along K, A's
   columns or B's rows, every element of the product would differ: refused);
+- a reduction or scan along another dimension: its results, along what is left of them (along theirs: refused);
 - a value a loop carries, for a loop inside the wrap's block (the same rows at each of its iterations): its
   argument and result;
-- a store's pointers or value: its mask must be a conjunction with `c' + i < M'` along that dimension, `c' - M'`
+- a store's pointers or value (1-D or 2-D): its mask must be a conjunction with `c' + i < M'` along that dimension, `c' - M'`
   the same polynomial as `c - M` (its factors compared by `Same`), so that it stores no element of a row x >= M.
 Whatever else reads them (a mask, a loop's bounds, a reduction, an `if`, the loop over the program's tiles that
 carries them from one tile to the next) refuses: the rows must then not wrap, as before.
@@ -139,6 +140,10 @@ def masked_loads(fn: Function, tiles: Tiles, block: Block, wrap: Op, c: Poly, m:
             elif op.name == "trans":
                 perm = op.attrs["perm"]
                 reach(op.result, {perm.index(d) for d in dims})
+            elif op.name in ("reduce", "scan") and op.attrs["axis"] not in dims:
+                axis = op.attrs["axis"]
+                for result in op.results:
+                    reach(result, {d - (d > axis) for d in dims} if op.name == "reduce" else dims)
             elif op.name == "load" and at == [0] and len(shape_of(op.result.type)) == 2 and len(dims) == 1:
                 (d,) = dims
                 if loads.setdefault(op, d) != d:
@@ -156,14 +161,15 @@ def masked_loads(fn: Function, tiles: Tiles, block: Block, wrap: Op, c: Poly, m:
                 for i in at:
                     reach(yields[op].regions[0].args[i + 1], dims)
                     reach(yields[op].results[i], dims)
-            elif op.name == "store" and 2 not in at and len(shape_of(op.operands[0].type)) == 2:
+            elif op.name == "store" and 2 not in at and len(shape_of(op.operands[0].type)) in (1, 2):
                 stores.setdefault(op, set()).update(dims)
             else:
                 return None
     same = Same(tiles)
     edge = c - m
     for op, dims in stores.items():
-        atoms = tiles.bounds(op.operands[2], (0, 1)) if len(op.operands) == 3 else None
+        rank = len(shape_of(op.operands[0].type))
+        atoms = tiles.bounds(op.operands[2], (0, 1)[:rank]) if len(op.operands) == 3 else None
         if atoms is None or not all(any(_rows_below(same, atom.coef, atom.const, d, edge) for atom in atoms)
                                     for d in dims):
             return None

@@ -21,7 +21,7 @@ from despina.compiler.backends.gpuir.masked_rows import Same, masked_loads  # no
 from despina.compiler.ir.core import Module, Op  # noqa: E402
 
 HOWS = ["as written", "B K-major", "rows <=", "rows shifted", "rows bounded by K", "rows unmasked", "rows read by a mask",
-        "summed over rows"]
+        "summed over rows", "row sums"]
 
 
 def _edgetile_ir(how: str) -> Module:
@@ -32,8 +32,9 @@ def _edgetile_ir(how: str) -> Module:
 @pytest.mark.parametrize("how", HOWS)
 def test_the_loads_a_wrap_reaches_where_the_store_drops_its_rows(how: str) -> None:
     """`rm % M` reaches A's load along its rows, `rn % N` B's along its columns (along its rows, B K-major, which
-    `trans` makes the columns); None where a store may keep an element computed from rows past M (and, summed over
-    the rows, from columns past N)."""
+    `trans` makes the columns); None where a store may keep an element computed from rows past M (a sum over the
+    rows mixes them into every element; the rows' sums, stored masked by M, keep none), and for the columns where
+    each row's sum mixes them."""
     module = _edgetile_ir(how)
     fn = module.kernel
     tiles = Tiles(fn, module.attrs)
@@ -45,9 +46,9 @@ def test_the_loads_a_wrap_reaches_where_the_store_drops_its_rows(how: str) -> No
         c, m = tiles.form(x, (0,)), tiles.form(bound, (0,))
         assert c is not None and m is not None
         found.append(masked_loads(fn, tiles, fn.body, wrap, c.const, m.const))
-    rows_kept = how in ("as written", "B K-major", "rows <=")
+    rows_kept = how in ("as written", "B K-major", "rows <=", "row sums")
     assert found[0] == ({loads[0]: 0} if rows_kept else None)
-    assert found[1] == (None if how == "summed over rows" else {loads[1]: 0 if how == "B K-major" else 1})
+    assert found[1] == (None if how == "row sums" else {loads[1]: 0 if how == "B K-major" else 1})
 
 
 EDGE_SIG = "*fp16:16,*fp16:16,*fp32:16,i32,i32:16+,i32:16+"
@@ -57,11 +58,11 @@ UNBOUNDED = {"value": 2**31 - 1}
 @pytest.mark.parametrize(("how", "rows", "columns"), [
     ("as written", True, True), ("B K-major", True, True), ("rows <=", True, True), ("rows shifted", False, True),
     ("rows bounded by K", False, True), ("rows unmasked", False, True), ("rows read by a mask", False, True),
-    ("summed over rows", False, False)])
+    ("summed over rows", False, True), ("row sums", True, False)])
 def test_rows_past_m_are_read_masked_only_where_no_store_keeps_them(how: str, rows: bool, columns: bool) -> None:
     """Compiled: where the store's mask drops every row past M (`c + i < M`, c the same start), the version reads A's rows
     masked, its map ending at M, and the guard does not ask `M - c >= BM`; elsewhere the rows must not wrap. Likewise
-    B's columns and N; a reduction over the rows refuses both (no element of its result is a column's alone)."""
+    B's columns and N; a sum over the rows refuses the rows, and the rows' sums (stored masked by M) the columns."""
     k = despina.compile(edge_reads, EDGE_SIG, {"BM": 128, "BN": 256, "BK": 64, "HOW": how}, num_warps=8,
                         num_stages=3, target="sm_90a")
     a, b = k.metadata["tensor_maps"]
