@@ -21,10 +21,11 @@ depends on the rows' element i alone):
 - a reduction or scan along another dimension: its results, along what is left of them (along theirs: refused);
 - a value a loop carries, for a loop inside the wrap's block (the same rows at each of its iterations): its
   argument and result;
-- a store's pointers or value (1-D or 2-D): its mask must be a conjunction with `c' + i < M'` along that dimension, `c' - M'`
-  the same polynomial as `c - M` (its factors compared by `Same`), so that it stores no element of a row x >= M.
-Whatever else reads them (a mask, a loop's bounds, a reduction, an `if`, the loop over the program's tiles that
-carries them from one tile to the next) refuses: the rows must then not wrap, as before.
+- a store's pointers or value (1-D or 2-D): its mask must be a conjunction with `c' + i < M'` along that
+  dimension, `c' - M'` the same polynomial as `c - M` (its factors compared by `Same`), so that it stores no
+  element of a row x >= M.
+Whatever else reads them (a mask, a loop's bounds, a reduction along them, an `if`, the loop over the program's
+tiles that carries them from one tile to the next) refuses: the rows must then not wrap, as before.
 
 `Same` compares two values as computations: the same op of the same operands, through constants and the grid's
 indices, and a count a loop carries stepped as its induction variable is (tutorial 09's `tile_id_c`, which
