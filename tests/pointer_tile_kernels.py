@@ -176,6 +176,8 @@ def edge_reads(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr,
         rows = cm[:, None] <= M - 1
     if HOW == "rows shifted":
         rows = (cm + 1)[:, None] < M
+    if HOW == "rows and bound shifted":
+        rows = (cm + 1)[:, None] < M + 1
     if HOW == "rows bounded by K":
         rows = cm[:, None] < K
     if HOW == "rows unmasked":

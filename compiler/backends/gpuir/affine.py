@@ -7,7 +7,8 @@ What `pointer_tiles.py` proves a load's pointers and mask to be.
   loop carries and steps by a loop-invariant scalar `s` an iteration is its initial value plus
   `(iv - lo) / step * s`, when the loop's step is a positive constant that divides `s`; an integer block
   likewise (`Tiles.form`).
-- `Tiles.bounds(mask, dims)`: a mask as a conjunction of `form < 0` (`<`, `<=`, `>`, `>=` either way round).
+- `Tiles.bounds(mask, dims)`: a mask as a conjunction of `form < 0` (`<`, `<=`, `>`, `>=` either way round);
+  `Tiles.comparisons`, of `lhs < rhs`, each side as written.
 - `Tiles.nonnegative(p)`: sums of products of non-negative constants, program ids, induction variables of
   loops from a non-negative start by a positive constant step, values loops carry from and to such values,
   and what `tma.multiple_of` proves.
@@ -256,6 +257,12 @@ class Tiles:
 
     def bounds(self, mask: Value, dims: Dims) -> list[Form] | None:
         """The mask block as the conjunction of `form < 0` over the returned forms, or None."""
+        pairs = self.comparisons(mask, dims)
+        return None if pairs is None else [lhs - rhs for lhs, rhs in pairs]
+
+    def comparisons(self, mask: Value, dims: Dims) -> list[tuple[Form, Form]] | None:
+        """The mask block as the conjunction of `lhs < rhs` over the returned pairs (integers: `a <= b` is
+        `a < b + 1`, `a > b` is `b < a`), or None."""
         owner = mask.owner
         value = constant_value(mask)
         if value is True:
@@ -263,18 +270,18 @@ class Tiles:
         if not isinstance(owner, Op):
             return None
         if owner.name == "and":
-            x, y = (self.bounds(a, dims) for a in owner.operands)
+            x, y = (self.comparisons(a, dims) for a in owner.operands)
             return None if x is None or y is None else x + y
         if owner.name == "splat":
-            return self.bounds(owner.operands[0], ())
+            return self.comparisons(owner.operands[0], ())
         if owner.name == "cmp" and owner.attrs["pred"] in ("lt", "le", "gt", "ge"):
             fx, fy = (self.form(a, dims) for a in owner.operands)
             if fx is None or fy is None:
                 return None
             pred = owner.attrs["pred"]
-            diff = fx - fy if pred in ("lt", "le") else fy - fx
-            return [diff - uniform(Poly.const(1))] if pred in ("le", "ge") else [diff]  # integers: a <= b is a - b - 1 < 0
-        return self._view(mask, dims, self.bounds)
+            lhs, rhs = (fx, fy) if pred in ("lt", "le") else (fy, fx)
+            return [(lhs, rhs + uniform(Poly.const(1)))] if pred in ("le", "ge") else [(lhs, rhs)]
+        return self._view(mask, dims, self.comparisons)
 
     def nonnegative(self, p: Poly) -> bool:
         """Whether every value `p` takes is provably >= 0 (a sum of non-negative products)."""

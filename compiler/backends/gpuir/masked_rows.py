@@ -22,8 +22,9 @@ depends on the rows' element i alone):
 - a value a loop carries, for a loop inside the wrap's block (the same rows at each of its iterations): its
   argument and result;
 - a store's pointers or value (1-D or 2-D): its mask must be a conjunction with `c' + i < M'` along that
-  dimension, `c' - M'` the same polynomial as `c - M` (its factors compared by `Same`), so that it stores no
-  element of a row x >= M.
+  dimension (`<=` read as `< M' + 1`), c' and M' the same polynomials as c and M (their factors compared by
+  `Same`), so that it stores no element of a row x >= M. Each side apart: equal modulo 2^32, they are the same
+  int32 values, where `c' - M'` alone would let `(cm + d) < (M + d)` through, which overflow makes another test.
 Whatever else reads them (a mask, a loop's bounds, a reduction along them, an `if`, the loop over the program's
 tiles that carries them from one tile to the next) refuses: the rows must then not wrap, as before.
 
@@ -39,7 +40,7 @@ from ...ir.core import Block, Function, Op, Value
 from ...ir.ops import ANY_UNARY, ARITH_BINARY, FLOAT_BINARY, FLOAT_UNARY, INT_BINARY
 from ...ir.types import TileType, shape_of
 from ...passes.rewrite import constant_value, users
-from .affine import HINTS, Poly, Tiles
+from .affine import HINTS, Form, Poly, Tiles
 
 ELEMENTWISE = frozenset((*FLOAT_UNARY, *ANY_UNARY, *ARITH_BINARY, *FLOAT_BINARY, *INT_BINARY, *HINTS, "not", "cmp",
                          "select", "fma", "cast", "bitcast", "addptr"))
@@ -167,18 +168,17 @@ def masked_loads(fn: Function, tiles: Tiles, block: Block, wrap: Op, c: Poly, m:
             else:
                 return None
     same = Same(tiles)
-    edge = c - m
     for op, dims in stores.items():
         rank = len(shape_of(op.operands[0].type))
-        atoms = tiles.bounds(op.operands[2], (0, 1)[:rank]) if len(op.operands) == 3 else None
-        if atoms is None or not all(any(_rows_below(same, atom.coef, atom.const, d, edge) for atom in atoms)
-                                    for d in dims):
+        pairs = tiles.comparisons(op.operands[2], (0, 1)[:rank]) if len(op.operands) == 3 else None
+        if pairs is None or not all(any(_rows_below(same, lhs, rhs, d, c, m) for lhs, rhs in pairs) for d in dims):
             return None
     return loads
 
 
-def _rows_below(same: Same, coef: tuple[Poly, Poly], const: Poly, d: int, edge: Poly) -> bool:
-    """Whether the mask's conjunct `const + coef . (i, j) < 0` is `c' + i < M'` along dimension `d`, with
-    `c' - M'` the same as `edge`, c - M."""
-    unit = Poly.const(1)
-    return coef[d] == unit and coef[1 - d] == Poly() and same.poly(const, edge) == edge
+def _rows_below(same: Same, lhs: Form, rhs: Form, d: int, c: Poly, m: Poly) -> bool:
+    """Whether the mask's conjunct `lhs < rhs` is `c' + i < M'` along dimension `d`, c' the same as c and M' as
+    M."""
+    unit, zero = Poly.const(1), Poly()
+    rows = lhs.coef[d] == unit and lhs.coef[1 - d] == zero and rhs.uniform()
+    return rows and same.poly(lhs.const, c) == c and same.poly(rhs.const, m) == m

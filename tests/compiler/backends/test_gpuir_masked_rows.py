@@ -20,11 +20,11 @@ from despina.compiler.backends.gpuir.affine import Tiles  # noqa: E402
 from despina.compiler.backends.gpuir.masked_rows import Same, masked_loads  # noqa: E402
 from despina.compiler.ir.core import Module, Op  # noqa: E402
 
-HOWS = ["as written", "B K-major", "rows <=", "rows shifted", "rows bounded by K", "rows unmasked", "rows read by a mask",
+HOWS = ["as written", "B K-major", "rows <=", "rows shifted", "rows and bound shifted", "rows bounded by K", "rows unmasked", "rows read by a mask",
         "summed over rows", "row sums"]
 
 
-def _edgetile_ir(how: str) -> Module:
+def _edge_ir(how: str) -> Module:
     a, b, c = np.zeros((200, 96), np.float16), np.zeros((96, 144), np.float16), np.zeros((200, 144), np.float32)
     return tile_ir(edge_reads, (a, b, c, 200, 144, 96), {"BM": 64, "BN": 64, "BK": 32, "HOW": how})
 
@@ -32,10 +32,11 @@ def _edgetile_ir(how: str) -> Module:
 @pytest.mark.parametrize("how", HOWS)
 def test_the_loads_a_wrap_reaches_where_the_store_drops_its_rows(how: str) -> None:
     """`rm % M` reaches A's load along its rows, `rn % N` B's along its columns (along its rows, B K-major, which
-    `trans` makes the columns); None where a store may keep an element computed from rows past M (a sum over the
-    rows mixes them into every element; the rows' sums, stored masked by M, keep none), and for the columns where
-    each row's sum mixes them."""
-    module = _edgetile_ir(how)
+    `trans` makes the columns). None where a store may keep an element computed from rows past M: a sum over the
+    rows mixes them into every element (the rows' sums, stored masked by M, keep none); and `c + 1 + i < M + 1`, as
+    each side is compared apart (`(cm + d) < (M + d)` is another test where M + d overflows). None for the columns
+    where each row's sum mixes them."""
+    module = _edge_ir(how)
     fn = module.kernel
     tiles = Tiles(fn, module.attrs)
     rm, rn = [op for op in fn.body.ops if op.name == "rem"]
@@ -57,6 +58,7 @@ UNBOUNDED = {"value": 2**31 - 1}
 
 @pytest.mark.parametrize(("how", "rows", "columns"), [
     ("as written", True, True), ("B K-major", True, True), ("rows <=", True, True), ("rows shifted", False, True),
+    ("rows and bound shifted", False, True),
     ("rows bounded by K", False, True), ("rows unmasked", False, True), ("rows read by a mask", False, True),
     ("summed over rows", False, True), ("row sums", True, False)])
 def test_rows_past_m_are_read_masked_only_where_no_store_keeps_them(how: str, rows: bool, columns: bool) -> None:
