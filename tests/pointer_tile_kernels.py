@@ -1,6 +1,7 @@
 """Pointer-load kernels the CPU tests (the GPU IR, the refusals) and the GPU tests (against torch) both compile:
 loads that read a tile of a tensor, which gpuir/pointer_tiles.py turns into descriptor loads, their variants
-that stay on cp.async, and rows that wrap (gpuir/wrap_versions.py)."""
+that stay on cp.async, and rows that wrap (gpuir/wrap_versions.py, gpuir/masked_rows.py); and `tile_ir`, a call's
+tile IR for the CPU tests that rewrite it."""
 
 from __future__ import annotations
 
