@@ -36,10 +36,10 @@ is over int32 values; `wrap_versions` versions on `c < M <= 2^31 - B`, where c +
 
 from __future__ import annotations
 
-from ...ir.core import Block, Function, Op, Value
+from ...ir.core import Block, Op, Value
 from ...ir.ops import ANY_UNARY, ARITH_BINARY, FLOAT_BINARY, FLOAT_UNARY, INT_BINARY
 from ...ir.types import TileType, shape_of
-from ...passes.rewrite import constant_value, users
+from ...passes.rewrite import constant_value
 from .affine import HINTS, Form, Poly, Tiles
 
 ELEMENTWISE = frozenset((*FLOAT_UNARY, *ANY_UNARY, *ARITH_BINARY, *FLOAT_BINARY, *INT_BINARY, *HINTS, "not", "cmp",
@@ -107,11 +107,12 @@ class Same:
         return out
 
 
-def masked_loads(fn: Function, tiles: Tiles, block: Block, wrap: Op, c: Poly, m: Poly) -> dict[Op, int] | None:
+def masked_loads(readers: dict[Value, list[Op]], tiles: Tiles, block: Block, wrap: Op, c: Poly,
+                 m: Poly) -> dict[Op, int] | None:
     """The loads whose pointers the rows `wrap` computes (c + tl.arange(0, B), wrapped around M = m; in `block`)
     reach, each with the dimension of its block they reach it along, where no store keeps an element that
-    depends on what those loads read at rows x >= M (module docstring); else None."""
-    readers = users(fn)
+    depends on what those loads read at rows x >= M (module docstring); else None. `readers`: `rewrite.users` of
+    the kernel."""
     loops = {op for op in block.walk() if op.name == "for"}
     yields = {loop.regions[0].ops[-1]: loop for loop in loops}
     along: dict[Value, set[int]] = {wrap.result: {0}}

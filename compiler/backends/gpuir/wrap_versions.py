@@ -147,10 +147,10 @@ Masked = dict[Op, dict[Op, int]]  # a wrap whose rows past M only masked stores 
 def _masked(fn: Function, tiles: Tiles, block: Block, wraps: Guarded, loop: Op) -> Masked:
     """The wraps of `wraps` (in `block`) whose rows past M no store keeps (`masked_rows.masked_loads`), with
     their loads, all of them in `loop`, whose copy reads the rows unwrapped."""
-    inside = set(loop.walk())
+    inside, readers = set(loop.walk()), users(fn)
     found: Masked = {}
     for op, (c, m, _) in wraps.items():
-        loads = masked_loads(fn, tiles, block, op, c, m) if m is not None and _wrapped(op) else None
+        loads = masked_loads(readers, tiles, block, op, c, m) if m is not None else None
         if loads is not None and inside.issuperset(loads):
             found[op] = loads
     return found
@@ -214,7 +214,7 @@ def _unwrapped(emit: Emitter, op: Op, start: Value) -> Value:
 def _mask_rows(root: Op, load: Op, rows: Value, bound: Value, dim: int) -> None:
     """Mask the load `load` (inside `root`) to `rows < bound` along its dimension `dim`, `rows` the 1-D block its
     pointers take along it: the rows past a masked wrap's M are read as the mask says (zeros for TMA)."""
-    block = next(b for op in [root, *root.walk()] for b in op.regions if load in b.ops)
+    block = next(b for op in root.walk() for b in op.regions if load in b.ops)
     ops: list[Op] = []
     emit = Emitter(ops, load.loc)
     shape = list(shape_of(load.result.type))
@@ -249,11 +249,10 @@ def _version(fn: Function, tiles: Tiles, block: Block, loop: Op, wraps: Guarded,
     bounds = {op: _emit(inner, tiles, wraps[op][1] or Poly(), mapping) for op in masked}
     sliced = {o for _, _, ops in wraps.values() for o in ops}  # the slices' union: the forward slice of them all
     then.extend(clone_op(o, mapping) for o in block.ops if o in sliced)
-    rows = {op: mapping[op.result] for op in masked}
-    copy = clone_op(loop, mapping)
+    copy = clone_op(loop, mapping)  # the wraps, before the loop and not in their slices, keep their unwrapped rows
     for op, loads in masked.items():
         for load, dim in loads.items():
-            _mask_rows(copy, mapping[load.result].owner, rows[op], bounds[op], dim)  # type: ignore[arg-type]
+            _mask_rows(copy, mapping[load.result].owner, mapping[op.result], bounds[op], dim)  # type: ignore[arg-type]
     return _versioned(fn, block, loop, guard, cond, then, copy)
 
 

@@ -19,6 +19,7 @@ import despina.language as tl  # noqa: E402
 from despina.compiler.backends.gpuir.affine import Tiles  # noqa: E402
 from despina.compiler.backends.gpuir.masked_rows import Same, masked_loads  # noqa: E402
 from despina.compiler.ir.core import Module, Op  # noqa: E402
+from despina.compiler.passes.rewrite import users  # noqa: E402
 
 HOWS = ["as written", "B K-major", "rows <=", "rows shifted", "rows and bound shifted", "rows bounded by K", "rows unmasked", "rows read by a mask",
         "summed over rows", "row sums"]
@@ -46,7 +47,7 @@ def test_the_loads_a_wrap_reaches_where_the_store_drops_its_rows(how: str) -> No
         x, bound = wrap.operands
         c, m = tiles.form(x, (0,)), tiles.form(bound, (0,))
         assert c is not None and m is not None
-        found.append(masked_loads(fn, tiles, fn.body, wrap, c.const, m.const))
+        found.append(masked_loads(users(fn), tiles, fn.body, wrap, c.const, m.const))
     rows_kept = how in ("as written", "B K-major", "rows <=", "row sums")
     assert found[0] == ({loads[0]: 0} if rows_kept else None)
     assert found[1] == (None if how == "row sums" else {loads[1]: 0 if how == "B K-major" else 1})
